@@ -1,0 +1,682 @@
+//! The server configuration: one schema shared by `sluice-server`, which reads it, and the
+//! operator, which renders it into a ConfigMap. Keeping it here (no chDB, no Kubernetes) is what
+//! lets the operator produce exactly what the server accepts without linking the engine.
+//!
+//! The file is TOML with `snake_case` keys; every key can also be set through an environment
+//! variable `SLUICE_<KEY>` (see [`apply_env`]). Durations are InfluxDB-style (`90s`, `1h30m`,
+//! `30d`, `2w`, `inf`); sizes are bytes or a number with a unit (`64MiB`, `64Mi`, `1GB`).
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::names::{validate_name, NameError};
+
+/// Everything `sluice-server` can be told. Defaults are the embedded defaults a newcomer runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address the HTTP API listens on.
+    pub listen: String,
+    /// Directory for the write-ahead log (`wal/`) and chDB's data (`chdb/`).
+    pub data_dir: String,
+    /// Create a database on first write (and on `CREATE DATABASE`) when it is not declared.
+    pub auto_create_databases: bool,
+    /// Databases that exist from the start, with their retention policies.
+    pub databases: Vec<DatabaseConfig>,
+    pub pool: PoolConfig,
+    pub limits: LimitsConfig,
+    pub auth: AuthConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8086".into(),
+            data_dir: "./data".into(),
+            auto_create_databases: true,
+            databases: Vec::new(),
+            pool: PoolConfig::default(),
+            limits: LimitsConfig::default(),
+            auth: AuthConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    pub name: String,
+    /// Empty means one policy, `autogen`, infinite and default, as InfluxDB creates it.
+    #[serde(default)]
+    pub retention_policies: Vec<RetentionPolicyConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionPolicyConfig {
+    pub name: String,
+    /// How long points are kept; `inf` (or `0s`) keeps them forever.
+    #[serde(default = "RetentionDuration::infinite")]
+    pub duration: RetentionDuration,
+    #[serde(default)]
+    pub default: bool,
+}
+
+impl RetentionPolicyConfig {
+    /// The policy InfluxDB gives a database created without one.
+    pub fn autogen() -> Self {
+        Self {
+            name: "autogen".into(),
+            duration: RetentionDuration::infinite(),
+            default: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PoolConfig {
+    /// chDB connections used by flush workers and queries (all share one data path).
+    pub connections: u32,
+    /// Threads that move committed WAL ranges into chDB.
+    pub flush_workers: u32,
+    /// Upper bound on rows per chDB insert; bigger batches make fewer, larger parts.
+    pub max_points_per_batch: u32,
+    /// A table's pending points are flushed at least this often, however few there are.
+    #[serde(with = "duration_str")]
+    pub flush_interval: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            connections: 2,
+            flush_workers: 1,
+            max_points_per_batch: 200_000,
+            flush_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Largest request body accepted as sent (compressed or not); larger answers 413.
+    pub max_body_bytes: ByteSize,
+    /// Largest body after gzip decompression; a larger one answers 413 (gzip bombs).
+    pub max_decompressed_bytes: ByteSize,
+    /// Distinct series the server accepts; a write that would add more answers 422.
+    pub max_series: u64,
+    /// Requests waiting for the WAL committer; when full, writes answer 503 + Retry-After.
+    pub wal_queue_depth: u32,
+    /// Committed but not yet flushed WAL bytes; above it writes answer 503 + Retry-After.
+    pub max_wal_backlog_bytes: ByteSize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: ByteSize(64 << 20),
+            max_decompressed_bytes: ByteSize(256 << 20),
+            max_series: 1_000_000,
+            wal_queue_depth: 256,
+            max_wal_backlog_bytes: ByteSize(2 << 30),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Accepted tokens. Empty (and no `tokens_file`) means authentication is off.
+    pub tokens: Vec<String>,
+    /// A file with one token per line (a mounted Secret), read at start-up.
+    pub tokens_file: Option<String>,
+}
+
+impl AuthConfig {
+    pub fn enabled(&self) -> bool {
+        !self.tokens.is_empty() || self.tokens_file.is_some()
+    }
+}
+
+/// A retention duration; `None` is infinite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionDuration(pub Option<Duration>);
+
+impl RetentionDuration {
+    pub fn infinite() -> Self {
+        Self(None)
+    }
+}
+
+impl Default for RetentionDuration {
+    fn default() -> Self {
+        Self::infinite()
+    }
+}
+
+impl fmt::Display for RetentionDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("inf"),
+            Some(d) => f.write_str(&format_duration(d)),
+        }
+    }
+}
+
+impl std::str::FromStr for RetentionDuration {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("inf") || t.eq_ignore_ascii_case("infinite") {
+            return Ok(Self(None));
+        }
+        let d = parse_duration(t)?;
+        Ok(Self(if d.is_zero() { None } else { Some(d) }))
+    }
+}
+
+impl Serialize for RetentionDuration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for RetentionDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A byte count that reads `67108864`, `"64MiB"`, `"64Mi"` or `"64MB"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ByteSize(pub u64);
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+        for (unit, size) in UNITS {
+            if self.0 >= size && self.0.is_multiple_of(size) {
+                return write!(f, "{}{}", self.0 / size, unit);
+            }
+        }
+        write!(f, "{}", self.0)
+    }
+}
+
+impl std::str::FromStr for ByteSize {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        let t = s.trim();
+        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let n: u64 = num
+            .parse()
+            .map_err(|_| ConfigError::BadSize(s.to_string()))?;
+        let mult: u64 = match unit.trim() {
+            "" | "B" => 1,
+            "K" | "KB" => 1_000,
+            "Ki" | "KiB" => 1 << 10,
+            "M" | "MB" => 1_000_000,
+            "Mi" | "MiB" => 1 << 20,
+            "G" | "GB" => 1_000_000_000,
+            "Gi" | "GiB" => 1 << 30,
+            "T" | "TB" => 1_000_000_000_000,
+            "Ti" | "TiB" => 1 << 40,
+            _ => return Err(ConfigError::BadSize(s.to_string())),
+        };
+        n.checked_mul(mult)
+            .map(ByteSize)
+            .ok_or_else(|| ConfigError::BadSize(s.to_string()))
+    }
+}
+
+impl Serialize for ByteSize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(ByteSize(n)),
+            Raw::S(s) => s.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+mod duration_str {
+    use super::*;
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_duration(*d))
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_duration(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid duration {0:?}: expected a number and unit (ns, us, ms, s, m, h, d, w), e.g. 30d or 1h30m")]
+    BadDuration(String),
+    #[error("invalid size {0:?}: expected bytes or a number with a unit (KiB, MiB, GiB, Ki, Mi, Gi, KB, MB, GB)")]
+    BadSize(String),
+    #[error("environment variable {var}: {message}")]
+    BadEnv { var: String, message: String },
+    #[error("database {database:?}: {source}")]
+    BadDatabaseName { database: String, source: NameError },
+    #[error("database {database:?}, retention policy {policy:?}: {source}")]
+    BadPolicyName {
+        database: String,
+        policy: String,
+        source: NameError,
+    },
+    #[error("database {0:?} is declared twice")]
+    DuplicateDatabase(String),
+    #[error("database {database:?}: retention policy {policy:?} is declared twice")]
+    DuplicatePolicy { database: String, policy: String },
+    #[error("database {database:?}: exactly one retention policy must be default, found {count}")]
+    DefaultPolicyCount { database: String, count: usize },
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+}
+
+/// Parses an InfluxDB-style duration: one or more `<integer><unit>` groups.
+pub fn parse_duration(s: &str) -> Result<Duration, ConfigError> {
+    let bad = || ConfigError::BadDuration(s.to_string());
+    let t = s.trim();
+    if t.is_empty() {
+        return Err(bad());
+    }
+    let mut total: u128 = 0;
+    let mut rest = t;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        if digits == 0 {
+            return Err(bad());
+        }
+        let n: u128 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let ns: u128 = match unit {
+            "ns" => 1,
+            "u" | "us" | "µ" | "µs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60 * 1_000_000_000,
+            "h" => 3_600 * 1_000_000_000,
+            "d" => 86_400 * 1_000_000_000,
+            "w" => 7 * 86_400 * 1_000_000_000,
+            _ => return Err(bad()),
+        };
+        total = n
+            .checked_mul(ns)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(bad)?;
+    }
+    let secs = u64::try_from(total / 1_000_000_000).map_err(|_| bad())?;
+    Ok(Duration::new(secs, (total % 1_000_000_000) as u32))
+}
+
+/// The shortest exact rendering in the largest units, e.g. `30d`, `1h30m`, `250ms`.
+pub fn format_duration(d: Duration) -> String {
+    let mut ns = d.as_nanos();
+    if ns == 0 {
+        return "0s".into();
+    }
+    const UNITS: [(&str, u128); 7] = [
+        ("d", 86_400_000_000_000),
+        ("h", 3_600_000_000_000),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+        ("ns", 1),
+    ];
+    let mut out = String::new();
+    for (unit, size) in UNITS {
+        if ns >= size {
+            out.push_str(&format!("{}{}", ns / size, unit));
+            ns %= size;
+        }
+    }
+    out
+}
+
+impl ServerConfig {
+    /// Checks what serde cannot: names usable as table-name parts, one default policy per
+    /// database, no duplicates, non-zero pool sizes. Also fills in `autogen` where a database
+    /// declares no policy.
+    pub fn validate(&mut self) -> Result<(), ConfigError> {
+        if self.pool.connections == 0 {
+            return Err(ConfigError::Zero("pool.connections"));
+        }
+        if self.pool.flush_workers == 0 {
+            return Err(ConfigError::Zero("pool.flush_workers"));
+        }
+        if self.pool.max_points_per_batch == 0 {
+            return Err(ConfigError::Zero("pool.max_points_per_batch"));
+        }
+        if self.limits.wal_queue_depth == 0 {
+            return Err(ConfigError::Zero("limits.wal_queue_depth"));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for db in &mut self.databases {
+            validate_name(&db.name).map_err(|source| ConfigError::BadDatabaseName {
+                database: db.name.clone(),
+                source,
+            })?;
+            if !seen.insert(db.name.clone()) {
+                return Err(ConfigError::DuplicateDatabase(db.name.clone()));
+            }
+            if db.retention_policies.is_empty() {
+                db.retention_policies.push(RetentionPolicyConfig::autogen());
+            }
+            let mut rps = std::collections::HashSet::new();
+            for rp in &db.retention_policies {
+                validate_name(&rp.name).map_err(|source| ConfigError::BadPolicyName {
+                    database: db.name.clone(),
+                    policy: rp.name.clone(),
+                    source,
+                })?;
+                if !rps.insert(rp.name.clone()) {
+                    return Err(ConfigError::DuplicatePolicy {
+                        database: db.name.clone(),
+                        policy: rp.name.clone(),
+                    });
+                }
+            }
+            let count = db.retention_policies.iter().filter(|r| r.default).count();
+            if count != 1 {
+                return Err(ConfigError::DefaultPolicyCount {
+                    database: db.name.clone(),
+                    count,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The environment variables [`apply_env`] reads, with the key each one sets. Listed once so
+/// the README, the server's `--help` and the code cannot disagree.
+pub const ENV_KEYS: &[(&str, &str)] = &[
+    ("SLUICE_LISTEN", "listen"),
+    ("SLUICE_DATA_DIR", "data_dir"),
+    ("SLUICE_AUTO_CREATE_DATABASES", "auto_create_databases"),
+    (
+        "SLUICE_DATABASES",
+        "databases, as `db[:rp=duration[*],...];...` (`*` marks the default policy)",
+    ),
+    ("SLUICE_POOL_CONNECTIONS", "pool.connections"),
+    ("SLUICE_POOL_FLUSH_WORKERS", "pool.flush_workers"),
+    (
+        "SLUICE_POOL_MAX_POINTS_PER_BATCH",
+        "pool.max_points_per_batch",
+    ),
+    ("SLUICE_POOL_FLUSH_INTERVAL", "pool.flush_interval"),
+    ("SLUICE_LIMITS_MAX_BODY_BYTES", "limits.max_body_bytes"),
+    (
+        "SLUICE_LIMITS_MAX_DECOMPRESSED_BYTES",
+        "limits.max_decompressed_bytes",
+    ),
+    ("SLUICE_LIMITS_MAX_SERIES", "limits.max_series"),
+    ("SLUICE_LIMITS_WAL_QUEUE_DEPTH", "limits.wal_queue_depth"),
+    (
+        "SLUICE_LIMITS_MAX_WAL_BACKLOG_BYTES",
+        "limits.max_wal_backlog_bytes",
+    ),
+    ("SLUICE_AUTH_TOKENS", "auth.tokens (comma-separated)"),
+    ("SLUICE_AUTH_TOKENS_FILE", "auth.tokens_file"),
+];
+
+/// Overrides configuration keys from `SLUICE_*` variables. Takes the variables as an iterator
+/// so that tests need not touch the process environment. Returns the `SLUICE_*` names it did
+/// not recognise, for the caller to warn about (a typo should be visible, not fatal).
+pub fn apply_env<I, K, V>(cfg: &mut ServerConfig, vars: I) -> Result<Vec<String>, ConfigError>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+    V: AsRef<str>,
+{
+    fn num<T: std::str::FromStr>(var: &str, v: &str) -> Result<T, ConfigError> {
+        v.trim().parse().map_err(|_| ConfigError::BadEnv {
+            var: var.into(),
+            message: format!("{v:?} is not a number"),
+        })
+    }
+    fn boolean(var: &str, v: &str) -> Result<bool, ConfigError> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(true),
+            "0" | "false" | "no" | "off" => Ok(false),
+            _ => Err(ConfigError::BadEnv {
+                var: var.into(),
+                message: format!("{v:?} is not a boolean (true/false)"),
+            }),
+        }
+    }
+    let mut unknown = Vec::new();
+    for (k, v) in vars {
+        let (k, v) = (k.as_ref(), v.as_ref());
+        match k {
+            "SLUICE_LISTEN" => cfg.listen = v.into(),
+            "SLUICE_DATA_DIR" => cfg.data_dir = v.into(),
+            "SLUICE_AUTO_CREATE_DATABASES" => cfg.auto_create_databases = boolean(k, v)?,
+            "SLUICE_DATABASES" => cfg.databases = parse_databases_env(v)?,
+            "SLUICE_POOL_CONNECTIONS" => cfg.pool.connections = num(k, v)?,
+            "SLUICE_POOL_FLUSH_WORKERS" => cfg.pool.flush_workers = num(k, v)?,
+            "SLUICE_POOL_MAX_POINTS_PER_BATCH" => cfg.pool.max_points_per_batch = num(k, v)?,
+            "SLUICE_POOL_FLUSH_INTERVAL" => cfg.pool.flush_interval = parse_duration(v)?,
+            "SLUICE_LIMITS_MAX_BODY_BYTES" => cfg.limits.max_body_bytes = v.parse()?,
+            "SLUICE_LIMITS_MAX_DECOMPRESSED_BYTES" => {
+                cfg.limits.max_decompressed_bytes = v.parse()?
+            }
+            "SLUICE_LIMITS_MAX_SERIES" => cfg.limits.max_series = num(k, v)?,
+            "SLUICE_LIMITS_WAL_QUEUE_DEPTH" => cfg.limits.wal_queue_depth = num(k, v)?,
+            "SLUICE_LIMITS_MAX_WAL_BACKLOG_BYTES" => {
+                cfg.limits.max_wal_backlog_bytes = v.parse()?
+            }
+            "SLUICE_AUTH_TOKENS" => {
+                cfg.auth.tokens = v
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(String::from)
+                    .collect()
+            }
+            "SLUICE_AUTH_TOKENS_FILE" => cfg.auth.tokens_file = Some(v.into()),
+            _ if k.starts_with("SLUICE_") && !NON_CONFIG_ENV.iter().any(|p| k.starts_with(p)) => {
+                unknown.push(k.to_string())
+            }
+            _ => {}
+        }
+    }
+    Ok(unknown)
+}
+
+/// `SLUICE_*` variables that belong to the tooling (scripts, logging, tests), not the config.
+const NON_CONFIG_ENV: &[&str] = &["SLUICE_LOG", "SLUICE_CACHE", "SLUICE_TEST", "SLUICE_BENCH"];
+
+/// `telegraf:autogen=30d*,raw=7d;metrics` — databases separated by `;`, policies by `,`,
+/// `*` marks the default; a database without policies gets `autogen`.
+fn parse_databases_env(v: &str) -> Result<Vec<DatabaseConfig>, ConfigError> {
+    let bad = |m: String| ConfigError::BadEnv {
+        var: "SLUICE_DATABASES".into(),
+        message: m,
+    };
+    let mut out = Vec::new();
+    for part in v.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, rps) = part.split_once(':').unwrap_or((part, ""));
+        let mut retention_policies = Vec::new();
+        for rp in rps.split(',').map(str::trim).filter(|r| !r.is_empty()) {
+            let (rp, default) = match rp.strip_suffix('*') {
+                Some(r) => (r, true),
+                None => (rp, false),
+            };
+            let (rp_name, dur) = rp.split_once('=').unwrap_or((rp, "inf"));
+            retention_policies.push(RetentionPolicyConfig {
+                name: rp_name.trim().into(),
+                duration: dur.parse().map_err(|e: ConfigError| bad(e.to_string()))?,
+                default,
+            });
+        }
+        if retention_policies.len() == 1 {
+            retention_policies[0].default = true;
+        }
+        out.push(DatabaseConfig {
+            name: name.trim().into(),
+            retention_policies,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_and_render() {
+        assert_eq!(
+            parse_duration("30d").unwrap(),
+            Duration::from_secs(30 * 86400)
+        );
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(format_duration(Duration::from_secs(5400)), "1h30m");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1s500ms");
+        for bad in [
+            "",
+            "d",
+            "10",
+            "1y",
+            "-1s",
+            "1.5h",
+            "99999999999999999999999w",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad} should be refused");
+        }
+    }
+
+    #[test]
+    fn retention_zero_and_inf_are_infinite() {
+        assert_eq!(
+            "inf".parse::<RetentionDuration>().unwrap(),
+            RetentionDuration(None)
+        );
+        assert_eq!(
+            "0s".parse::<RetentionDuration>().unwrap(),
+            RetentionDuration(None)
+        );
+        assert_eq!("7d".parse::<RetentionDuration>().unwrap().to_string(), "7d");
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!("64MiB".parse::<ByteSize>().unwrap(), ByteSize(64 << 20));
+        assert_eq!("64Mi".parse::<ByteSize>().unwrap(), ByteSize(64 << 20));
+        assert_eq!("1GB".parse::<ByteSize>().unwrap(), ByteSize(1_000_000_000));
+        assert_eq!("123".parse::<ByteSize>().unwrap(), ByteSize(123));
+        assert!("12 parsecs".parse::<ByteSize>().is_err());
+        assert_eq!(ByteSize(64 << 20).to_string(), "64MiB");
+    }
+
+    #[test]
+    fn toml_round_trip_and_autogen_default() {
+        let mut cfg = ServerConfig {
+            databases: vec![DatabaseConfig {
+                name: "telegraf".into(),
+                retention_policies: vec![],
+            }],
+            ..Default::default()
+        };
+        cfg.validate().unwrap();
+        assert_eq!(
+            cfg.databases[0].retention_policies,
+            vec![RetentionPolicyConfig::autogen()]
+        );
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        let mut cfg = ServerConfig {
+            databases: vec![DatabaseConfig {
+                name: "db".into(),
+                retention_policies: vec![
+                    RetentionPolicyConfig {
+                        name: "a".into(),
+                        duration: RetentionDuration(None),
+                        default: true,
+                    },
+                    RetentionPolicyConfig {
+                        name: "b".into(),
+                        duration: RetentionDuration(None),
+                        default: true,
+                    },
+                ],
+            }],
+            ..Default::default()
+        };
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(err.contains("exactly one retention policy"), "{err}");
+
+        let mut cfg = ServerConfig {
+            databases: vec![DatabaseConfig {
+                name: "bad name".into(),
+                retention_policies: vec![],
+            }],
+            ..Default::default()
+        };
+        assert!(cfg.validate().unwrap_err().to_string().contains("bad name"));
+    }
+
+    #[test]
+    fn env_overrides() {
+        let mut cfg = ServerConfig::default();
+        apply_env(
+            &mut cfg,
+            [
+                ("SLUICE_LISTEN", "0.0.0.0:9000"),
+                ("SLUICE_POOL_FLUSH_INTERVAL", "250ms"),
+                ("SLUICE_LIMITS_MAX_BODY_BYTES", "1Mi"),
+                ("SLUICE_AUTH_TOKENS", "a, b"),
+                ("SLUICE_DATABASES", "telegraf:autogen=30d*,raw=7d;metrics"),
+                ("PATH", "/bin"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(cfg.listen, "0.0.0.0:9000");
+        assert_eq!(cfg.pool.flush_interval, Duration::from_millis(250));
+        assert_eq!(cfg.limits.max_body_bytes, ByteSize(1 << 20));
+        assert_eq!(cfg.auth.tokens, vec!["a", "b"]);
+        assert_eq!(cfg.databases.len(), 2);
+        assert!(cfg.databases[0].retention_policies[0].default);
+        assert_eq!(
+            cfg.databases[0].retention_policies[1].duration,
+            RetentionDuration(Some(Duration::from_secs(7 * 86400)))
+        );
+        cfg.validate().unwrap();
+        assert_eq!(cfg.databases[1].retention_policies[0].name, "autogen");
+
+        let err = apply_env(&mut cfg, [("SLUICE_POOL_CONNECTIONS", "many")]).unwrap_err();
+        assert!(err.to_string().contains("SLUICE_POOL_CONNECTIONS"));
+        let unknown = apply_env(&mut cfg, [("SLUICE_NOPE", "1"), ("SLUICE_LOG", "x")]).unwrap();
+        assert_eq!(unknown, vec!["SLUICE_NOPE"]);
+    }
+}

@@ -1,0 +1,171 @@
+//! Hashers for the per-body lookup maps.
+//!
+//! std's default SipHash is DoS-resistant but costs tens of nanoseconds per
+//! lookup; the parser does one or two lookups per point. XXH3 with a
+//! per-process random seed keeps both properties that matter here: speed,
+//! and an attacker cannot precompute colliding keys for the maps.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::OnceLock;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+/// Random per-process seed, so flooding a body with crafted keys cannot
+/// degrade the maps to linear scans.
+fn process_seed() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    *SEED.get_or_init(|| {
+        // RandomState is seeded from the OS; hashing nothing extracts it.
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    })
+}
+
+/// Hasher for byte-slice keys.
+pub(crate) struct BytesHasher(u64);
+
+impl Hasher for BytesHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = xxh3_64_with_seed(bytes, self.0);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct BuildBytesHasher(u64);
+
+impl Default for BuildBytesHasher {
+    fn default() -> Self {
+        BuildBytesHasher(process_seed())
+    }
+}
+
+impl BuildHasher for BuildBytesHasher {
+    type Hasher = BytesHasher;
+
+    #[inline]
+    fn build_hasher(&self) -> BytesHasher {
+        BytesHasher(self.0)
+    }
+}
+
+/// Hasher for series ids, which are already XXH3 outputs: mixing them
+/// again would only cost time.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Byte-string map key compared with [`bytes_eq`] instead of `memcmp`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawKey<'a>(pub &'a [u8]);
+
+impl PartialEq for RawKey<'_> {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        bytes_eq(self.0, other.0)
+    }
+}
+
+impl Eq for RawKey<'_> {}
+
+impl std::hash::Hash for RawKey<'_> {
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write(self.0);
+    }
+}
+
+pub(crate) type BytesMap<'a, V> = HashMap<RawKey<'a>, V, BuildBytesHasher>;
+
+/// Whether two short byte strings are equal, compared a word at a time
+/// inline: for keys of a few dozen bytes a `memcmp` call costs more than
+/// the comparison itself.
+#[inline(always)]
+pub(crate) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        return a.iter().zip(b).all(|(x, y)| x == y);
+    }
+    // Whole words, then the last eight bytes (overlapping the final word).
+    let mut i = 0;
+    while i + 8 <= n {
+        if word(&a[i..i + 8]) != word(&b[i..i + 8]) {
+            return false;
+        }
+        i += 8;
+    }
+    word(&a[n - 8..]) == word(&b[n - 8..])
+}
+
+#[inline(always)]
+fn word(chunk: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(chunk);
+    u64::from_ne_bytes(w)
+}
+pub(crate) type IdSet = HashSet<u64, std::hash::BuildHasherDefault<IdHasher>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_eq_matches_slice_eq() {
+        let samples: [&[u8]; 7] = [
+            b"",
+            b"a",
+            b"abcdefgh",
+            b"abcdefgi",
+            b"abcdefghi",
+            b"abcdefghj",
+            b"x",
+        ];
+        for a in samples {
+            for b in samples {
+                assert_eq!(bytes_eq(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn maps_work() {
+        let mut m: BytesMap<'_, u32> = BytesMap::default();
+        m.insert(RawKey(b"a"), 1);
+        m.insert(RawKey(b"ab"), 2);
+        m.insert(RawKey(b""), 3);
+        assert_eq!(m.get(&RawKey(b"a")), Some(&1));
+        assert_eq!(m.get(&RawKey(b"ab")), Some(&2));
+        assert_eq!(m.get(&RawKey(b"")), Some(&3));
+        assert_eq!(m.get(&RawKey(b"b")), None);
+        let mut s = IdSet::default();
+        assert!(s.insert(7));
+        assert!(!s.insert(7));
+    }
+}

@@ -1,0 +1,23 @@
+//! sluice domain types: decoding InfluxDB write bodies (line protocol and
+//! columnar msgpack) into per-measurement columnar batches, series identity,
+//! and the write-ahead-log encoding of those batches.
+
+pub mod batch;
+pub mod body;
+pub mod codec;
+pub mod config;
+pub mod escape;
+mod fasthash;
+pub mod line_error;
+pub mod lp;
+pub mod msgpack;
+pub mod names;
+pub mod precision;
+pub mod series;
+
+pub use batch::{
+    BatchError, ColumnValues, FieldColumn, FieldType, MeasurementBatch, SeriesDef, StringColumn,
+};
+pub use body::{NoSchema, ParseOptions, ParsedBody, SchemaLookup};
+pub use line_error::{LineError, LineErrorKind, Origin};
+pub use precision::{Precision, PrecisionError};

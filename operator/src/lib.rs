@@ -1,0 +1,20 @@
+//! `sluice-operator`: runs sluice tenants on Kubernetes.
+//!
+//! A reconcile is staged (after Stackable's operators): [`validate`] turns an
+//! [`crd::IngestTenant`] into a [`validate::ValidTenant`] (or a precise refusal),
+//! [`builders`] turn that into Kubernetes objects with pure functions, [`controller`] applies
+//! them with server-side apply and writes the status computed by [`status`]. [`leader`] keeps
+//! several operator replicas from acting at once.
+//!
+//! The operator depends on `sluice-core` for the server's configuration schema and never on
+//! `sluice-server`: it must not link chDB.
+
+pub mod builders;
+pub mod cancel;
+pub mod controller;
+pub mod crd;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod status;
+pub mod validate;

@@ -1,0 +1,234 @@
+//! Per-stage cost of the write path, in nanoseconds per point, on 50,000-point line-protocol
+//! requests (10,000 series, 5 float fields), against the budget in DESIGN.md; then a first
+//! end-to-end figure through HTTP.
+//!
+//! Run: `cargo bench -p sluice-server --bench stages` (add `-- --quick` for a short run).
+//! Every stage runs on the real parts: the real parser, RocksDB with fsync, chDB.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_core::{lp, NoSchema, ParseOptions, Precision};
+use sluice_server::arrow_batch;
+use sluice_server::catalog::create_table_sql;
+use sluice_server::engine::Engine;
+use sluice_server::payload;
+use sluice_server::wal::{CommitObserver, Entry, Wal};
+
+const POINTS: usize = 50_000;
+const SERIES: usize = 10_000;
+
+struct NoObs;
+impl CommitObserver for NoObs {
+    fn group_committed(&self, _: usize, _: u64, _: f64) {}
+}
+
+/// `cpu,host=host-N,region=rR,dc=dcD usage_user=..,usage_system=..,usage_idle=..,usage_iowait=..,usage_steal=.. TS`
+pub fn body(points: usize, series: usize, t0: i64) -> String {
+    let mut s = String::with_capacity(points * 140);
+    for i in 0..points {
+        let h = i % series;
+        let ts = t0 + (i / series) as i64 * 1_000_000_000;
+        let f = (i % 997) as f64 / 10.0;
+        s.push_str(&format!(
+            "cpu,dc=dc{},host=host-{h},region=r{} usage_user={f},usage_system={},usage_idle={},usage_iowait={},usage_steal={} {ts}\n",
+            h % 4,
+            h % 16,
+            f / 2.0,
+            100.0 - f,
+            f / 10.0,
+            f / 100.0
+        ));
+    }
+    s
+}
+
+/// Runs `f` until `budget` elapses (at least `min` times) and returns ns per point.
+fn measure(budget: Duration, min: usize, mut f: impl FnMut()) -> f64 {
+    f(); // warm-up
+    let started = Instant::now();
+    let mut n = 0;
+    while n < min || started.elapsed() < budget {
+        f();
+        n += 1;
+    }
+    started.elapsed().as_nanos() as f64 / (n * POINTS) as f64
+}
+
+struct Row {
+    stage: &'static str,
+    ns: f64,
+    budget: Option<f64>,
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let budget = if quick {
+        Duration::from_millis(500)
+    } else {
+        Duration::from_secs(3)
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = body(POINTS, SERIES, 1_700_000_000_000_000_000);
+    let opts = ParseOptions::new(Precision::Nanosecond, 0);
+    let mut rows = Vec::new();
+
+    // Parse (includes series-key hashing).
+    let ns = measure(budget, 3, || {
+        let parsed = lp::parse(text.as_bytes(), &opts, &NoSchema);
+        assert_eq!(parsed.points, POINTS);
+    });
+    rows.push(Row {
+        stage: "parse (incl. series hash)",
+        ns,
+        budget: Some(150.0),
+    });
+    let parsed = lp::parse(text.as_bytes(), &opts, &NoSchema);
+    let batch = &parsed.batches[0];
+    assert_eq!(batch.series.len(), SERIES);
+
+    // Series: the warm-cache claim the server does per request (all series known).
+    let known: std::collections::HashSet<u64> = batch.series.iter().map(|s| s.id).collect();
+    let ns = measure(budget, 3, || {
+        let mut new = 0;
+        for id in &batch.series_id {
+            if !known.contains(id) {
+                new += 1;
+            }
+        }
+        assert_eq!(new, 0);
+    });
+    rows.push(Row {
+        stage: "series (warm lookup)",
+        ns,
+        budget: Some(60.0),
+    });
+
+    // Encode for the WAL (done on request tasks).
+    let ns = measure(budget, 3, || {
+        let p = payload::encode_measurement(batch);
+        assert!(p.len() > POINTS);
+    });
+    rows.push(Row {
+        stage: "wal encode",
+        ns,
+        budget: None,
+    });
+
+    // WAL commit: RocksDB write + fsync, one request at a time and eight at once (group commit).
+    let wal = Arc::new(
+        Wal::open(
+            &dir.path().join("wal"),
+            64,
+            Box::new(|_| {}),
+            Arc::new(NoObs),
+        )
+        .expect("wal"),
+    );
+    let encoded = payload::encode_measurement(batch);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let one = |n: usize| {
+        let wal = wal.clone();
+        let encoded = encoded.clone();
+        rt.block_on(async move {
+            let rxs: Vec<_> = (0..n)
+                .map(|_| {
+                    wal.submit(vec![Entry {
+                        table: "bench".into(),
+                        rows: POINTS as u32,
+                        payload: encoded.clone(),
+                    }])
+                    .expect("submit")
+                })
+                .collect();
+            for rx in rxs {
+                rx.await.expect("committer").expect("commit");
+            }
+        })
+    };
+    let ns = measure(budget, 3, || one(1));
+    rows.push(Row {
+        stage: "wal commit (1 request, fsync)",
+        ns,
+        budget: Some(50.0),
+    });
+    let ns = measure(budget, 3, || one(8)) / 8.0;
+    rows.push(Row {
+        stage: "wal commit (8 concurrent)",
+        ns,
+        budget: Some(50.0),
+    });
+
+    // Arrow build from decoded WAL entries.
+    let decoded = match payload::decode(&encoded).expect("decode") {
+        payload::Payload::Measurement(b) => b,
+        _ => unreachable!("measurement payload"),
+    };
+    let ns = measure(budget, 3, || {
+        let decoded = match payload::decode(&encoded).expect("decode") {
+            payload::Payload::Measurement(b) => b,
+            _ => unreachable!("measurement payload"),
+        };
+        let rb = arrow_batch::measurement_batches(std::slice::from_ref(&decoded)).expect("arrow");
+        assert_eq!(rb.num_rows(), POINTS);
+    });
+    rows.push(Row {
+        stage: "wal decode + arrow build",
+        ns,
+        budget: Some(40.0),
+    });
+
+    // chDB insert through the real engine.
+    let engine = Engine::open(&dir.path().join("chdb"), 1, 1).expect("engine");
+    let fields: Vec<_> = decoded
+        .fields
+        .iter()
+        .map(|c| (c.name.clone(), c.field_type()))
+        .collect();
+    engine
+        .execute(&create_table_sql("bench_cpu", None, &fields))
+        .expect("create table");
+    let rb = arrow_batch::measurement_batches(std::slice::from_ref(&decoded)).expect("arrow");
+    let mut token = 0u64;
+    let ns = measure(budget, 3, || {
+        token += 1;
+        engine
+            .insert("bench_cpu", rb.clone(), &format!("bench/{token}"))
+            .expect("insert");
+    });
+    rows.push(Row {
+        stage: "chdb insert (fsync'd part)",
+        ns,
+        budget: Some(250.0),
+    });
+
+    let total: f64 = rows
+        .iter()
+        .filter(|r| !r.stage.contains("8 concurrent") && !r.stage.contains("1 request"))
+        .map(|r| r.ns)
+        .sum::<f64>()
+        + rows
+            .iter()
+            .find(|r| r.stage.contains("8 concurrent"))
+            .map_or(0.0, |r| r.ns);
+    println!(
+        "\nstage costs, ns per point, {POINTS}-point requests, {SERIES} series, 5 float fields"
+    );
+    println!("{:<34} {:>10} {:>10}", "stage", "ns/point", "budget");
+    for r in &rows {
+        println!(
+            "{:<34} {:>10.1} {:>10}",
+            r.stage,
+            r.ns,
+            r.budget.map_or("-".into(), |b| format!("{b:.0}"))
+        );
+    }
+    println!(
+        "{:<34} {:>10.1} {:>10}",
+        "sum (wal at 8 concurrent)", total, "600"
+    );
+}

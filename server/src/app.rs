@@ -1,0 +1,236 @@
+//! Wiring and lifecycle: open the engine and the WAL, recover, replay, serve, drain, stop.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use chdb_rust::format::OutputFormat;
+use sluice_core::config::ServerConfig;
+
+use crate::catalog::{Catalog, CatalogError};
+use crate::engine::{Engine, EngineError};
+use crate::flush::{self, FlushError, Flusher, Scheduler};
+use crate::ingest::Ingest;
+use crate::metrics::Metrics;
+use crate::sql_guard::Guard;
+use crate::wal::{CommitObserver, Wal, WalError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot create data directory {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("write-ahead log: {0}")]
+    Wal(#[from] WalError),
+    #[error("catalog: {0}")]
+    Catalog(#[from] CatalogError),
+    #[error("replaying the write-ahead log: {0}")]
+    Replay(#[from] FlushError),
+    #[error("reading auth.tokens_file {path}: {source}")]
+    Tokens {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+pub struct App {
+    pub cfg: ServerConfig,
+    pub engine: Arc<Engine>,
+    pub ingest: Ingest,
+    pub scheduler: Arc<Scheduler>,
+    pub flusher: Arc<Flusher>,
+    pub metrics: Arc<Metrics>,
+    pub guard: Guard,
+    pub tokens: HashSet<String>,
+    /// Takes writes: false while replaying and while draining.
+    pub ready: AtomicBool,
+    pub draining: AtomicBool,
+    workers: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+struct WalMetrics(Arc<Metrics>);
+
+impl CommitObserver for WalMetrics {
+    fn group_committed(&self, requests: usize, _bytes: u64, _seconds: f64) {
+        self.0.wal_group_requests.observe(requests as f64);
+    }
+}
+
+fn load_tokens(cfg: &ServerConfig) -> Result<HashSet<String>, StartError> {
+    let mut tokens: HashSet<String> = cfg.auth.tokens.iter().cloned().collect();
+    if let Some(path) = &cfg.auth.tokens_file {
+        let text = std::fs::read_to_string(path).map_err(|source| StartError::Tokens {
+            path: path.clone(),
+            source,
+        })?;
+        tokens.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from),
+        );
+    }
+    Ok(tokens)
+}
+
+impl App {
+    /// Opens everything and recovers interrupted flushes. The WAL backlog is not yet replayed:
+    /// [`App::replay`] does that while the HTTP server already answers `/health`.
+    pub fn open(cfg: ServerConfig) -> Result<Arc<Self>, StartError> {
+        let data = PathBuf::from(&cfg.data_dir);
+        std::fs::create_dir_all(&data).map_err(|source| StartError::DataDir {
+            path: data.display().to_string(),
+            source,
+        })?;
+        let tokens = load_tokens(&cfg)?;
+        let metrics = Arc::new(Metrics::new());
+        metrics.series_limit.set(cfg.limits.max_series as i64);
+        // Writers: one per flush worker plus one for DDL on the request path.
+        let engine = Arc::new(Engine::open(
+            &data.join("chdb"),
+            cfg.pool.flush_workers as usize + 1,
+            cfg.pool.connections as usize,
+        )?);
+        tracing::info!(version = engine.version(), "chDB engine open");
+        let scheduler = Scheduler::new(
+            cfg.pool.max_points_per_batch as u64,
+            cfg.pool.flush_interval,
+        );
+        let wal = {
+            let s = scheduler.clone();
+            Arc::new(Wal::open(
+                &data.join("wal"),
+                cfg.limits.wal_queue_depth as usize,
+                Box::new(move |entries| s.committed(entries)),
+                Arc::new(WalMetrics(metrics.clone())),
+            )?)
+        };
+        let catalog = Arc::new(Catalog::load(engine.clone(), &cfg, &wal)?);
+        let table_functions = engine
+            .query(
+                "SELECT name FROM system.table_functions",
+                OutputFormat::TabSeparated,
+            )
+            .map(|b| {
+                String::from_utf8_lossy(&b)
+                    .lines()
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        let flusher = Arc::new(Flusher {
+            wal: wal.clone(),
+            engine: engine.clone(),
+            metrics: metrics.clone(),
+            max_rows: cfg.pool.max_points_per_batch as u64,
+        });
+        let recovered = flush::recover_intents(&flusher)?;
+        if recovered > 0 {
+            tracing::info!(
+                recovered,
+                "re-inserted interrupted flushes (deduplicated by token)"
+            );
+        }
+        scheduler.committed(&wal.pending()?);
+        let ingest = Ingest {
+            catalog,
+            wal,
+            metrics: metrics.clone(),
+            max_series: cfg.limits.max_series,
+        };
+        Ok(Arc::new(Self {
+            engine,
+            ingest,
+            scheduler,
+            flusher,
+            metrics,
+            guard: Guard::new(table_functions),
+            tokens,
+            ready: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            workers: std::sync::Mutex::new(Vec::new()),
+            cfg,
+        }))
+    }
+
+    /// Starts the flush workers, flushes everything the WAL holds, loads the series set, and
+    /// marks the server ready. Blocking.
+    pub fn replay(&self) -> Result<(), StartError> {
+        let workers = flush::start_workers(
+            self.cfg.pool.flush_workers as usize,
+            self.scheduler.clone(),
+            self.flusher.clone(),
+        );
+        self.workers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(workers);
+        let backlog = self.scheduler.backlog();
+        if backlog.rows > 0 {
+            tracing::info!(
+                points = backlog.rows,
+                bytes = backlog.bytes,
+                "replaying write-ahead log"
+            );
+        }
+        self.scheduler.drain();
+        while !self.scheduler.wait_empty(Duration::from_secs(10)) {
+            let b = self.scheduler.backlog();
+            tracing::info!(points = b.rows, "still replaying write-ahead log");
+        }
+        self.scheduler.stop_draining();
+        let series = self.ingest.catalog.load_series()?;
+        self.metrics.series.set(series as i64);
+        self.ready.store(true, Ordering::Release);
+        self.metrics.ready.set(1);
+        tracing::info!(series, "ready");
+        Ok(())
+    }
+
+    /// Stops taking writes, flushes the WAL to chDB (up to `timeout`), stops the workers and
+    /// the committer. Returns whether everything was flushed.
+    pub fn shutdown(&self, timeout: Duration) -> bool {
+        self.ready.store(false, Ordering::Release);
+        self.draining.store(true, Ordering::Release);
+        self.metrics.ready.set(0);
+        self.ingest.wal.close();
+        self.scheduler.drain();
+        let flushed = self.scheduler.wait_empty(timeout);
+        self.scheduler.stop();
+        let workers: Vec<_> = self
+            .workers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
+        for w in workers {
+            let _ = w.join();
+        }
+        flushed
+    }
+
+    /// Gauges computed at scrape time.
+    pub fn refresh_gauges(&self) {
+        let b = self.scheduler.backlog();
+        let m = &self.metrics;
+        m.wal_backlog_bytes.set(b.bytes as i64);
+        m.wal_backlog_points.set(b.rows as i64);
+        m.wal_oldest_age.set(b.oldest_age.as_secs_f64());
+        m.flush_lag.set(b.oldest_age.as_secs_f64());
+        m.wal_queue.set(self.ingest.wal.queued() as i64);
+        m.series.set(self.ingest.catalog.series_count() as i64);
+        if let Ok(parts) = self.ingest.catalog.part_counts() {
+            m.table_parts.reset();
+            for (t, n) in parts {
+                m.table_parts.with_label_values(&[&t]).set(n);
+            }
+        }
+    }
+}

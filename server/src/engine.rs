@@ -1,0 +1,225 @@
+//! The embedded chDB engine: one data path per process, a pool of connections on it.
+//!
+//! Flush workers insert Arrow batches and queries read through the same pool. Connections are
+//! `Send` but not `Sync`, so each is used by one thread at a time, checked out of the pool.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+
+use chdb_rust::arrow::array::{RecordBatch, StructArray};
+use chdb_rust::arrow::ffi::{to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use chdb_rust::arrow_stream::{arrow_stream_table_sql, ArrowArray, ArrowSchema};
+use chdb_rust::connection::Connection;
+use chdb_rust::format::OutputFormat;
+use sluice_core::names::{quote_ident, quote_str};
+
+/// The engine release this build is made for: the npm package `@chdb/lib-linux-x64-gnu`
+/// `26.7.3-stable.1` reports `26.7.3`.
+pub const EXPECTED_ENGINE_VERSION: &str = "26.7.3";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("libchdb reports version {found}, but sluice is built for {EXPECTED_ENGINE_VERSION}: install the matching library with scripts/setup")]
+    WrongVersion { found: String },
+    #[error("cannot read the libchdb version: {0}")]
+    NoVersion(String),
+    #[error("cannot open chDB at {path}: {source}")]
+    Open {
+        path: String,
+        source: chdb_rust::error::Error,
+    },
+    #[error("{0}")]
+    Query(String),
+    #[error("cannot pass the Arrow batch to chDB: {0}")]
+    Arrow(String),
+}
+
+impl From<chdb_rust::error::Error> for EngineError {
+    fn from(e: chdb_rust::error::Error) -> Self {
+        EngineError::Query(e.to_string())
+    }
+}
+
+/// Connections on the engine's one data path, each used by one thread at a time.
+struct Pool {
+    idle: Mutex<Vec<Connection>>,
+    available: Condvar,
+}
+
+impl Pool {
+    fn open(arg: &str, extra: &[&str], n: usize, path: &Path) -> Result<Self, EngineError> {
+        let mut args = vec![arg];
+        args.extend_from_slice(extra);
+        let mut idle = Vec::with_capacity(n);
+        for _ in 0..n.max(1) {
+            let c = Connection::open(&args).map_err(|source| EngineError::Open {
+                path: path.display().to_string(),
+                source,
+            })?;
+            idle.push(c);
+        }
+        Ok(Self {
+            idle: Mutex::new(idle),
+            available: Condvar::new(),
+        })
+    }
+
+    /// Blocks until a connection is free.
+    fn lease(&self) -> Lease<'_> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(c) = idle.pop() {
+                return Lease {
+                    pool: self,
+                    conn: Some(c),
+                };
+            }
+            idle = self.available.wait(idle).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// Writers (flush, DDL) and readers (`/sql`) use separate pools: a long query never holds up a
+/// flush, and reader connections are opened `readonly = 1`, so nothing a reader sends can write
+/// or change a setting.
+pub struct Engine {
+    writers: Pool,
+    readers: Pool,
+    version: String,
+    stream_seq: AtomicU64,
+}
+
+/// A connection checked out of a pool; it goes back when dropped.
+pub struct Lease<'a> {
+    pool: &'a Pool,
+    conn: Option<Connection>,
+}
+
+impl std::ops::Deref for Lease<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+            .as_ref()
+            .expect("lease holds a connection until dropped")
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.conn.take() {
+            if let Ok(mut idle) = self.pool.idle.lock() {
+                idle.push(c);
+            }
+            self.pool.available.notify_one();
+        }
+    }
+}
+
+/// Checks the linked library before anything else touches it, so a wrong library fails with
+/// a message instead of an obscure engine error later.
+pub fn check_library_version() -> Result<String, EngineError> {
+    let v = chdb_rust::version::engine_version()
+        .map_err(|e| EngineError::NoVersion(e.to_string()))?
+        .to_string();
+    if v != EXPECTED_ENGINE_VERSION && !v.starts_with(&format!("{EXPECTED_ENGINE_VERSION}.")) {
+        return Err(EngineError::WrongVersion { found: v });
+    }
+    Ok(v)
+}
+
+impl Engine {
+    /// Opens `writers` read-write and `readers` read-only connections on `path` (created if
+    /// missing).
+    pub fn open(path: &Path, writers: usize, readers: usize) -> Result<Self, EngineError> {
+        let version = check_library_version()?;
+        // chDB would otherwise install handlers for SIGTERM/SIGINT and friends; the server
+        // handles its own signals so that shutdown can drain the WAL.
+        chdb_rust::runtime::signal_handlers(false);
+        std::fs::create_dir_all(path).map_err(|e| EngineError::Open {
+            path: path.display().to_string(),
+            source: e.into(),
+        })?;
+        let arg = format!("--path={}", path.display());
+        Ok(Self {
+            writers: Pool::open(&arg, &[], writers, path)?,
+            readers: Pool::open(&arg, &["--readonly=1"], readers, path)?,
+            version,
+            stream_seq: AtomicU64::new(0),
+        })
+    }
+
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    fn lease(&self) -> Lease<'_> {
+        self.writers.lease()
+    }
+
+    /// Runs a client's query on a read-only connection; JSON unless it says `FORMAT`.
+    pub fn read_query(&self, sql: &str) -> Result<Vec<u8>, EngineError> {
+        let conn = self.readers.lease();
+        let r = conn.query(sql, OutputFormat::JSON)?;
+        Ok(r.data_ref().to_vec())
+    }
+
+    /// Runs `sql`; the output is in `format` unless the statement has its own FORMAT clause.
+    pub fn query(&self, sql: &str, format: OutputFormat) -> Result<Vec<u8>, EngineError> {
+        let conn = self.lease();
+        let r = conn.query(sql, format)?;
+        Ok(r.data_ref().to_vec())
+    }
+
+    /// Runs a statement whose output does not matter (DDL).
+    pub fn execute(&self, sql: &str) -> Result<(), EngineError> {
+        let conn = self.lease();
+        conn.query(sql, OutputFormat::TabSeparated)?;
+        Ok(())
+    }
+
+    /// Inserts `batch` into `table`, mapping columns by name. `dedup_token` makes the insert
+    /// idempotent: inserting the same rows with the same token again adds nothing, which is
+    /// what lets a crash between insert and WAL truncation be replayed safely.
+    pub fn insert(
+        &self,
+        table: &str,
+        batch: RecordBatch,
+        dedup_token: &str,
+    ) -> Result<(), EngineError> {
+        let columns: Vec<String> = batch
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| quote_ident(f.name()))
+            .collect();
+        let struct_array = StructArray::from(batch);
+        let (ffi_array, ffi_schema): (FFI_ArrowArray, FFI_ArrowSchema) =
+            to_ffi(&struct_array.into()).map_err(|e| EngineError::Arrow(e.to_string()))?;
+        // SAFETY: both FFI structs live on this stack frame until after unregistration below,
+        // which is as long as chDB may read them.
+        let schema = unsafe { ArrowSchema::from_raw(&ffi_schema as *const _ as *mut _) };
+        let array = unsafe { ArrowArray::from_raw(&ffi_array as *const _ as *mut _) };
+        let name = format!(
+            "sluice_flush_{}_{}",
+            std::process::id(),
+            self.stream_seq.fetch_add(1, Ordering::Relaxed)
+        );
+        let conn = self.lease();
+        conn.register_arrow_array(&name, &schema, &array)?;
+        let sql = format!(
+            "INSERT INTO {} ({}) SELECT * FROM {} SETTINGS insert_deduplicate = 1, insert_deduplication_token = {}",
+            quote_ident(table),
+            columns.join(", "),
+            arrow_stream_table_sql(&name),
+            quote_str(dedup_token),
+        );
+        let result = conn.query(&sql, OutputFormat::Null);
+        let unregistered = conn.unregister_arrow_table(&name);
+        drop(ffi_array);
+        drop(ffi_schema);
+        result?;
+        unregistered?;
+        Ok(())
+    }
+}

@@ -1,0 +1,413 @@
+//! Moves committed WAL entries into chDB, exactly once.
+//!
+//! The scheduler keeps, per table, the entries committed but not flushed (sequence, rows,
+//! bytes, commit time). A table is due when it has `max_points_per_batch` rows pending or its
+//! oldest entry is older than `flush_interval` (or always, while draining). A worker takes a
+//! due table, reads its oldest entries from the WAL, and:
+//!
+//! 1. durably records the intent `(table, first, last)`;
+//! 2. inserts the rows with the deduplication token `table/first-last`;
+//! 3. deletes the entries and the intent in one durable write.
+//!
+//! A crash after 1 replays exactly that range with the same token (see [`recover_intents`]),
+//! so chDB drops the insert if it had already happened: no loss, no duplicate.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use sluice_core::MeasurementBatch;
+
+use crate::arrow_batch;
+use crate::catalog::SERIES_TABLE;
+use crate::engine::Engine;
+use crate::metrics::Metrics;
+use crate::payload::{self, Payload};
+use crate::wal::{CommittedEntry, StoredEntry, Wal};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FlushError {
+    #[error("reading the WAL: {0}")]
+    Wal(#[from] crate::wal::WalError),
+    #[error("decoding WAL entry {seq} of {table}: {source}")]
+    Payload {
+        table: String,
+        seq: u64,
+        source: payload::PayloadError,
+    },
+    #[error("WAL entries of {table} mix payload kinds")]
+    MixedKinds { table: String },
+    #[error("building the Arrow batch for {table}: {source}")]
+    Arrow {
+        table: String,
+        source: chdb_rust::arrow::error::ArrowError,
+    },
+    #[error("inserting into {table}: {source}")]
+    Insert {
+        table: String,
+        source: crate::engine::EngineError,
+    },
+}
+
+struct Pending {
+    seq: u64,
+    rows: u64,
+    bytes: u64,
+    at: Instant,
+}
+
+#[derive(Default)]
+struct TableQueue {
+    entries: VecDeque<Pending>,
+    rows: u64,
+    busy: bool,
+    /// Not before this instant (backoff after a failure).
+    retry_at: Option<Instant>,
+}
+
+#[derive(Default)]
+struct State {
+    tables: HashMap<String, TableQueue>,
+    /// Flush everything regardless of thresholds (start-up replay, shutdown).
+    draining: bool,
+    stopping: bool,
+    total_rows: u64,
+    total_bytes: u64,
+}
+
+/// Shared between the WAL committer (which adds), the workers (which take) and the HTTP layer
+/// (which reads the backlog for backpressure and metrics).
+pub struct Scheduler {
+    state: Mutex<State>,
+    wake: Condvar,
+    max_rows: u64,
+    interval: Duration,
+}
+
+/// Backlog numbers for metrics and backpressure.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Backlog {
+    pub rows: u64,
+    pub bytes: u64,
+    pub oldest_age: Duration,
+}
+
+impl Scheduler {
+    pub fn new(max_rows: u64, interval: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+            max_rows: max_rows.max(1),
+            interval,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records entries the committer made durable (in sequence order).
+    pub fn committed(&self, entries: &[CommittedEntry]) {
+        let now = Instant::now();
+        let mut st = self.lock();
+        let mut due = false;
+        for e in entries {
+            let q = st.tables.entry(e.table.clone()).or_default();
+            q.entries.push_back(Pending {
+                seq: e.seq,
+                rows: e.rows as u64,
+                bytes: e.bytes,
+                at: now,
+            });
+            q.rows += e.rows as u64;
+            due |= q.rows >= self.max_rows;
+            st.total_rows += e.rows as u64;
+            st.total_bytes += e.bytes;
+        }
+        drop(st);
+        if due {
+            self.wake.notify_all();
+        }
+    }
+
+    pub fn backlog(&self) -> Backlog {
+        let st = self.lock();
+        let oldest = st
+            .tables
+            .values()
+            .filter_map(|q| q.entries.front().map(|p| p.at))
+            .min();
+        Backlog {
+            rows: st.total_rows,
+            bytes: st.total_bytes,
+            oldest_age: oldest.map(|t| t.elapsed()).unwrap_or_default(),
+        }
+    }
+
+    /// Makes every table due until [`Scheduler::stop_draining`].
+    pub fn drain(&self) {
+        self.lock().draining = true;
+        self.wake.notify_all();
+    }
+
+    pub fn stop_draining(&self) {
+        self.lock().draining = false;
+    }
+
+    /// Asks the workers to exit once nothing is in flight.
+    pub fn stop(&self) {
+        self.lock().stopping = true;
+        self.wake.notify_all();
+    }
+
+    /// Blocks until nothing is pending or `timeout` passes; returns whether it emptied.
+    pub fn wait_empty(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.lock();
+        while st.total_rows > 0 || st.tables.values().any(|q| q.busy) {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            let (g, _) = self
+                .wake
+                .wait_timeout(st, (deadline - now).min(Duration::from_millis(100)))
+                .unwrap_or_else(|p| p.into_inner());
+            st = g;
+        }
+        true
+    }
+
+    /// The next due table, marked busy, with the last sequence the scheduler knows for it (a
+    /// worker must not flush past it: the committer may not have reported later entries yet).
+    fn take(&self) -> Option<(String, u64)> {
+        let mut st = self.lock();
+        loop {
+            if st.stopping {
+                return None;
+            }
+            let now = Instant::now();
+            let mut next_check = self.interval;
+            let mut pick: Option<(String, Instant, u64)> = None;
+            for (name, q) in st.tables.iter() {
+                let Some(front) = q.entries.front() else {
+                    continue;
+                };
+                if q.busy {
+                    continue;
+                }
+                if let Some(r) = q.retry_at {
+                    if r > now {
+                        next_check = next_check.min(r - now);
+                        continue;
+                    }
+                }
+                let age = now.duration_since(front.at);
+                let due = st.draining || q.rows >= self.max_rows || age >= self.interval;
+                if due {
+                    // Oldest first, so no table starves.
+                    if pick.as_ref().is_none_or(|(_, at, _)| front.at < *at) {
+                        let last = q.entries.back().map_or(front.seq, |p| p.seq);
+                        pick = Some((name.clone(), front.at, last));
+                    }
+                } else {
+                    next_check = next_check.min(self.interval - age);
+                }
+            }
+            if let Some((name, _, last)) = pick {
+                if let Some(q) = st.tables.get_mut(&name) {
+                    q.busy = true;
+                }
+                return Some((name, last));
+            }
+            let (g, _) = self
+                .wake
+                .wait_timeout(st, next_check.max(Duration::from_millis(1)))
+                .unwrap_or_else(|p| p.into_inner());
+            st = g;
+        }
+    }
+
+    /// The worker is done with `table`: entries through `last` are flushed (if `Some`).
+    fn release(&self, table: &str, flushed_through: Option<u64>, failed: bool) {
+        let mut st = self.lock();
+        let mut freed_rows = 0;
+        let mut freed_bytes = 0;
+        if let Some(q) = st.tables.get_mut(table) {
+            q.busy = false;
+            q.retry_at = failed.then(|| Instant::now() + Duration::from_secs(1));
+            if let Some(last) = flushed_through {
+                while q.entries.front().is_some_and(|p| p.seq <= last) {
+                    if let Some(p) = q.entries.pop_front() {
+                        q.rows -= p.rows;
+                        freed_rows += p.rows;
+                        freed_bytes += p.bytes;
+                    }
+                }
+            }
+        }
+        st.total_rows -= freed_rows;
+        st.total_bytes -= freed_bytes;
+        drop(st);
+        self.wake.notify_all();
+    }
+}
+
+/// What a flush needs besides the scheduler.
+pub struct Flusher {
+    pub wal: Arc<Wal>,
+    pub engine: Arc<Engine>,
+    pub metrics: Arc<Metrics>,
+    pub max_rows: u64,
+}
+
+impl Flusher {
+    /// Inserts `entries` (consecutive, oldest first) of `table` and truncates them from the WAL.
+    fn flush_entries(&self, table: &str, entries: &[StoredEntry]) -> Result<u64, FlushError> {
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+            return Ok(0);
+        };
+        let (first, last) = (first.seq, last.seq);
+        self.wal.set_intent(table, first, last)?;
+        self.insert_range(table, entries, first, last)?;
+        Ok(last)
+    }
+
+    /// Inserts the range under its token and deletes it from the WAL. The intent for exactly
+    /// `first..=last` must already be durable.
+    fn insert_range(
+        &self,
+        table: &str,
+        entries: &[StoredEntry],
+        first: u64,
+        last: u64,
+    ) -> Result<(), FlushError> {
+        let started = Instant::now();
+        let batch = build_batch(table, entries)?;
+        let rows = batch.num_rows() as u64;
+        self.metrics
+            .observe_stage("arrow", started.elapsed().as_secs_f64());
+        let token = format!("{table}/{first}-{last}");
+        let insert_started = Instant::now();
+        self.engine
+            .insert(table, batch, &token)
+            .map_err(|source| FlushError::Insert {
+                table: table.to_string(),
+                source,
+            })?;
+        self.metrics
+            .observe_stage("chdb_insert", insert_started.elapsed().as_secs_f64());
+        self.wal.complete(table, first, last)?;
+        self.metrics
+            .observe_stage("flush", started.elapsed().as_secs_f64());
+        if table != SERIES_TABLE {
+            self.metrics.points_flushed.inc_by(rows);
+        }
+        Ok(())
+    }
+
+    /// One round for `table`: read up to `max_rows`, flush. Returns the last flushed sequence.
+    fn flush_table(&self, table: &str, through: u64) -> Result<Option<u64>, FlushError> {
+        let entries = self.wal.read_batch(table, self.max_rows, Some(through))?;
+        if entries.is_empty() {
+            // Nothing stored through `through`: the scheduler's entries are stale.
+            return Ok(Some(through));
+        }
+        self.flush_entries(table, &entries).map(Some)
+    }
+}
+
+/// Replays the ranges a previous run was inserting when it stopped, with their original tokens.
+pub fn recover_intents(flusher: &Flusher) -> Result<usize, FlushError> {
+    let intents = flusher.wal.intents()?;
+    for (table, first, last) in &intents {
+        let entries: Vec<StoredEntry> = flusher
+            .wal
+            .read_batch(table, u64::MAX, Some(*last))?
+            .into_iter()
+            .filter(|e| e.seq >= *first)
+            .collect();
+        if entries.is_empty() {
+            flusher.wal.complete(table, *first, *last)?;
+            continue;
+        }
+        tracing::info!(table, first, last, "replaying an interrupted flush");
+        flusher.insert_range(table, &entries, *first, *last)?;
+    }
+    Ok(intents.len())
+}
+
+/// Decodes a table's entries and coalesces them into one Arrow batch.
+fn build_batch(
+    table: &str,
+    entries: &[StoredEntry],
+) -> Result<chdb_rust::arrow::array::RecordBatch, FlushError> {
+    let mut measurements: Vec<MeasurementBatch> = Vec::new();
+    let mut series = Vec::new();
+    for e in entries {
+        match payload::decode(&e.payload).map_err(|source| FlushError::Payload {
+            table: table.to_string(),
+            seq: e.seq,
+            source,
+        })? {
+            Payload::Measurement(b) => measurements.push(b),
+            Payload::Series(rows) => series.extend(rows),
+        }
+    }
+    let is_series = table == SERIES_TABLE;
+    if (is_series && !measurements.is_empty()) || (!is_series && !series.is_empty()) {
+        return Err(FlushError::MixedKinds {
+            table: table.into(),
+        });
+    }
+    if is_series {
+        arrow_batch::series_batch(&series)
+    } else {
+        arrow_batch::measurement_batches(&measurements)
+    }
+    .map_err(|source| FlushError::Arrow {
+        table: table.to_string(),
+        source,
+    })
+}
+
+/// Starts `n` worker threads.
+pub fn start_workers(
+    n: usize,
+    scheduler: Arc<Scheduler>,
+    flusher: Arc<Flusher>,
+) -> Vec<JoinHandle<()>> {
+    (0..n.max(1))
+        .filter_map(|i| {
+            let scheduler = scheduler.clone();
+            let flusher = flusher.clone();
+            std::thread::Builder::new()
+                .name(format!("flush-{i}"))
+                .spawn(move || {
+                    while let Some((table, through)) = scheduler.take() {
+                        match flusher.flush_table(&table, through) {
+                            Ok(last) => scheduler.release(&table, last, false),
+                            Err(e) => {
+                                tracing::error!(table, error = %e, "flush failed; will retry");
+                                flusher
+                                    .metrics
+                                    .flush_failures
+                                    .with_label_values(&[&table])
+                                    .inc();
+                                if matches!(e, FlushError::Insert { .. }) {
+                                    flusher
+                                        .metrics
+                                        .chdb_errors
+                                        .with_label_values(&["insert"])
+                                        .inc();
+                                }
+                                scheduler.release(&table, None, true);
+                            }
+                        }
+                    }
+                })
+                .ok()
+        })
+        .collect()
+}

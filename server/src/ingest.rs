@@ -1,0 +1,332 @@
+//! One write request, from a decompressed body to durable WAL entries.
+//!
+//! `prepare` is synchronous and CPU-bound (parse, validate against the catalog, claim series,
+//! encode) and runs on a blocking thread; `commit` hands the entries to the WAL committer and
+//! waits for the group commit. Lines that fail are dropped one by one, as InfluxDB does, and the
+//! rest are written.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use sluice_core::names::{table_name, MAX_MEASUREMENT_LEN};
+use sluice_core::precision::Precision;
+use sluice_core::{lp, msgpack, FieldType, LineError, MeasurementBatch, ParseOptions, ParsedBody};
+
+use crate::catalog::{Catalog, CatalogError, Target, SERIES_TABLE};
+use crate::metrics::Metrics;
+use crate::payload::{self, SeriesRow};
+use crate::wal::{Entry, Wal, WalError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFormat {
+    LineProtocol,
+    Msgpack,
+}
+
+/// Why a whole request failed (no point of it was written).
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    #[error("{0}")]
+    Wal(#[from] WalError),
+    #[error("write-ahead log commit failed: {0}")]
+    Commit(Arc<WalError>),
+}
+
+/// A line (or msgpack object) that was dropped, with the message the client sees.
+#[derive(Debug, Clone)]
+pub struct Rejection {
+    pub line: usize,
+    pub message: String,
+}
+
+/// A request ready to commit.
+pub struct Prepared {
+    pub entries: Vec<Entry>,
+    pub points: usize,
+    pub rejections: Vec<Rejection>,
+    /// Points dropped because their series would exceed the cardinality limit.
+    pub over_limit: usize,
+    claimed: Vec<u64>,
+}
+
+/// What the client is told after a commit.
+#[derive(Debug)]
+pub struct Outcome {
+    pub points: usize,
+    pub dropped: usize,
+    pub first_error: Option<String>,
+    pub over_limit: usize,
+    pub parse_only: bool,
+}
+
+/// Field names that collide with the table's own columns.
+const RESERVED_FIELDS: [&str; 2] = ["time", "series_id"];
+
+pub struct Ingest {
+    pub catalog: Arc<Catalog>,
+    pub wal: Arc<Wal>,
+    pub metrics: Arc<Metrics>,
+    pub max_series: u64,
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+impl Ingest {
+    /// Parses and validates `body` for `target`, applies schema changes, claims new series and
+    /// encodes the WAL entries.
+    pub fn prepare(
+        &self,
+        target: &Target,
+        precision: Precision,
+        format: BodyFormat,
+        body: &[u8],
+    ) -> Result<Prepared, WriteError> {
+        let started = Instant::now();
+        let now = now_ns();
+        let opts = ParseOptions {
+            precision,
+            // InfluxDB stamps points without a timestamp with the server's time, truncated to the
+            // request precision.
+            default_time_ns: now - now.rem_euclid(precision.multiplier_ns()),
+        };
+        let lookup = self.catalog.lookup(target);
+        let ParsedBody {
+            batches, errors, ..
+        } = match format {
+            BodyFormat::LineProtocol => lp::parse(body, &opts, &lookup),
+            BodyFormat::Msgpack => msgpack::decode(body, &opts, &lookup),
+        };
+        self.metrics
+            .observe_stage("parse", started.elapsed().as_secs_f64());
+        let mut rejections: Vec<Rejection> = errors.iter().map(rejection).collect();
+
+        let series_started = Instant::now();
+        let mut entries = Vec::with_capacity(batches.len() + 1);
+        let mut series_rows = Vec::new();
+        let mut claimed_all = Vec::new();
+        let mut points = 0usize;
+        let mut over_limit = 0usize;
+        for mut batch in batches {
+            if batch.measurement.len() > MAX_MEASUREMENT_LEN {
+                for &line in &batch.line {
+                    rejections.push(Rejection {
+                        line: line as usize,
+                        message: format!(
+                            "measurement name longer than {MAX_MEASUREMENT_LEN} bytes: {:?}",
+                            truncate(&batch.measurement, 64)
+                        ),
+                    });
+                }
+                continue;
+            }
+            drop_reserved_fields(&mut batch, &mut rejections);
+            let table = table_name(&target.db, &target.rp, &batch.measurement);
+            let fields: Vec<_> = batch
+                .fields
+                .iter()
+                .map(|c| (c.name.clone(), c.field_type()))
+                .collect();
+            let conflicts = self.catalog.ensure_table(&table, target.ttl, &fields)?;
+            for (field, existing) in conflicts {
+                drop_conflicting(&mut batch, &field, existing, &mut rejections);
+            }
+            // Series: claim the new ones within the cardinality limit.
+            let ids: Vec<u64> = batch.series.iter().map(|s| s.id).collect();
+            let (claimed, refused) = self.catalog.claim_series(&ids, self.max_series);
+            if !refused.is_empty() {
+                let keep: Vec<bool> = batch
+                    .series_id
+                    .iter()
+                    .map(|id| !refused.contains(id))
+                    .collect();
+                over_limit += keep.iter().filter(|k| !**k).count();
+                batch.retain_rows(&keep);
+            }
+            if !claimed.is_empty() {
+                let claimed_set: HashSet<u64> = claimed.iter().copied().collect();
+                for s in batch.series.iter().filter(|s| claimed_set.contains(&s.id)) {
+                    series_rows.push(SeriesRow {
+                        db: target.db.clone(),
+                        measurement: batch.measurement.clone(),
+                        series_id: s.id,
+                        tags: s.tags.clone(),
+                        first_seen_ns: now,
+                    });
+                }
+                claimed_all.extend(claimed);
+            }
+            if batch.is_empty() {
+                continue;
+            }
+            points += batch.len();
+            entries.push(Entry {
+                table,
+                rows: batch.len() as u32,
+                payload: payload::encode_measurement(&batch),
+            });
+        }
+        if !series_rows.is_empty() {
+            entries.push(Entry {
+                table: SERIES_TABLE.to_string(),
+                rows: series_rows.len() as u32,
+                payload: payload::encode_series(&series_rows),
+            });
+        }
+        self.metrics
+            .observe_stage("series", series_started.elapsed().as_secs_f64());
+        rejections.sort_by_key(|r| r.line);
+        Ok(Prepared {
+            entries,
+            points,
+            rejections,
+            over_limit,
+            claimed: claimed_all,
+        })
+    }
+
+    /// Makes the prepared entries durable. Nothing is acknowledged before this returns `Ok`.
+    pub async fn commit(&self, prepared: Prepared) -> Result<Outcome, WriteError> {
+        let Prepared {
+            entries,
+            points,
+            rejections,
+            over_limit,
+            claimed,
+        } = prepared;
+        if !entries.is_empty() {
+            let started = Instant::now();
+            let rx = match self.wal.submit(entries) {
+                Ok(rx) => rx,
+                Err(e) => {
+                    self.catalog.release_series(&claimed);
+                    return Err(e.into());
+                }
+            };
+            let result = rx.await.map_err(|_| WalError::Closed);
+            match result {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    self.catalog.release_series(&claimed);
+                    return Err(WriteError::Commit(e));
+                }
+                Err(e) => {
+                    self.catalog.release_series(&claimed);
+                    return Err(e.into());
+                }
+            }
+            self.metrics
+                .observe_stage("wal_commit", started.elapsed().as_secs_f64());
+        }
+        let parse_only = !rejections.is_empty()
+            && rejections
+                .iter()
+                .all(|r| r.message.starts_with("unable to parse"));
+        Ok(Outcome {
+            points,
+            dropped: rejections.len() + over_limit,
+            first_error: rejections.first().map(|r| r.message.clone()),
+            over_limit,
+            parse_only,
+        })
+    }
+}
+
+fn rejection(e: &LineError) -> Rejection {
+    Rejection {
+        line: e.line,
+        message: e.to_string(),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Drops rows where `keep` is false, recording `message` for each dropped row's line.
+fn drop_rows(
+    batch: &mut MeasurementBatch,
+    keep: Vec<bool>,
+    message: impl Fn() -> String,
+    rejections: &mut Vec<Rejection>,
+) {
+    if keep.iter().all(|k| *k) {
+        return;
+    }
+    let msg = message();
+    for (i, k) in keep.iter().enumerate() {
+        if !k {
+            rejections.push(Rejection {
+                line: batch.line[i] as usize,
+                message: format!("{msg} (line {})", batch.line[i]),
+            });
+        }
+    }
+    batch.retain_rows(&keep);
+}
+
+/// InfluxDB refuses a field named `time`; sluice also refuses `series_id`, its own column.
+fn drop_reserved_fields(batch: &mut MeasurementBatch, rejections: &mut Vec<Rejection>) {
+    for reserved in RESERVED_FIELDS {
+        let Some(idx) = batch.fields.iter().position(|c| c.name == reserved) else {
+            continue;
+        };
+        let keep: Vec<bool> = batch.fields[idx].valid.iter().map(|v| !v).collect();
+        let m = batch.measurement.clone();
+        drop_rows(
+            batch,
+            keep,
+            || {
+                format!("invalid field name: input field \"{reserved}\" on measurement \"{m}\" is invalid")
+            },
+            rejections,
+        );
+        if let Some(idx) = batch.fields.iter().position(|c| c.name == reserved) {
+            batch.fields.remove(idx);
+        }
+    }
+}
+
+/// Another request fixed `field`'s type first: drop this request's rows that set it.
+fn drop_conflicting(
+    batch: &mut MeasurementBatch,
+    field: &str,
+    existing: FieldType,
+    rejections: &mut Vec<Rejection>,
+) {
+    let Some(idx) = batch.fields.iter().position(|c| c.name == field) else {
+        return;
+    };
+    let input = batch.fields[idx].field_type();
+    let keep: Vec<bool> = batch.fields[idx].valid.iter().map(|v| !v).collect();
+    let m = batch.measurement.clone();
+    drop_rows(
+        batch,
+        keep,
+        || {
+            format!(
+                "field type conflict: input field \"{field}\" on measurement \"{m}\" is type {}, already exists as type {}",
+                input.name(),
+                existing.name()
+            )
+        },
+        rejections,
+    );
+    if let Some(idx) = batch.fields.iter().position(|c| c.name == field) {
+        batch.fields.remove(idx);
+    }
+}

@@ -1,0 +1,155 @@
+//! `sluice-server`: the binary. Configuration is read from the TOML file, then `SLUICE_*`
+//! environment variables, then the command line, each overriding the one before.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use sluice_core::config::{apply_env, ServerConfig};
+use sluice_server::app::App;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sluice-server",
+    version,
+    about = "Durable InfluxDB-compatible ingest into embedded chDB"
+)]
+struct Args {
+    /// Address to listen on [default: 127.0.0.1:8086]
+    #[arg(long)]
+    listen: Option<String>,
+    /// Directory for the write-ahead log and chDB data [default: ./data]
+    #[arg(long)]
+    data_dir: Option<String>,
+    /// TOML configuration file (see README "Configuration")
+    #[arg(long)]
+    config: Option<String>,
+    /// Longest time shutdown may spend flushing the WAL into chDB before exiting
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    shutdown_timeout: Duration,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    sluice_core::config::parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn load_config(args: &Args) -> Result<ServerConfig, String> {
+    let mut cfg = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read config file {path}: {e}"))?;
+            toml::from_str::<ServerConfig>(&text).map_err(|e| format!("config file {path}: {e}"))?
+        }
+        None => ServerConfig::default(),
+    };
+    let unknown = apply_env(&mut cfg, std::env::vars()).map_err(|e| e.to_string())?;
+    for var in unknown {
+        tracing::warn!(var, "ignoring unknown SLUICE_* environment variable");
+    }
+    if let Some(l) = &args.listen {
+        cfg.listen = l.clone();
+    }
+    if let Some(d) = &args.data_dir {
+        cfg.data_dir = d.clone();
+    }
+    cfg.validate()
+        .map_err(|e| format!("invalid configuration: {e}"))?;
+    Ok(cfg)
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLUICE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let json = std::env::var("SLUICE_LOG_FORMAT").is_ok_and(|v| v == "json");
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM");
+            return std::future::pending().await;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: draining"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: draining"),
+    }
+}
+
+async fn run(cfg: ServerConfig, shutdown_timeout: Duration) -> Result<(), String> {
+    let listen = cfg.listen.clone();
+    let app = tokio::task::spawn_blocking(move || App::open(cfg))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    tracing::info!(listen = %listen, data_dir = %app.cfg.data_dir, "listening");
+    let replay = {
+        let app = app.clone();
+        tokio::task::spawn_blocking(move || app.replay())
+    };
+    let router = sluice_server::http::router(app.clone());
+    let serve = axum::serve(listener, router).with_graceful_shutdown(shutdown_signal());
+    tokio::spawn(async move {
+        match replay.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                // Not ready and never will be: exit so the supervisor restarts and reports it.
+                tracing::error!(error = %e, "replay failed");
+                std::process::exit(1);
+            }
+            Err(e) => tracing::error!(error = %e, "replay task failed"),
+        }
+    });
+    serve.await.map_err(|e| format!("http server: {e}"))?;
+    let flushed = tokio::task::spawn_blocking(move || app.shutdown(shutdown_timeout))
+        .await
+        .unwrap_or(false);
+    if flushed {
+        tracing::info!("write-ahead log flushed; exiting");
+    } else {
+        tracing::warn!("shutdown timeout reached with points still in the write-ahead log; they are replayed at the next start");
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    init_logging();
+    let cfg = match load_config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sluice-server: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice-server: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cfg, args.shutdown_timeout)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sluice-server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,533 @@
+//! Writes over HTTP into the real server and reads back through `/sql`.
+
+mod common;
+
+use std::io::Write;
+
+use common::Server;
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(data).unwrap();
+    enc.finish().unwrap()
+}
+
+fn json_rows(body: &str) -> Vec<serde_json::Value> {
+    body.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+#[test]
+fn every_field_type_round_trips() {
+    let s = Server::start(&[]);
+    let r = s.write(
+        "db=t",
+        "m,host=a f=1.5,i=-3i,u=18446744073709551615u,s=\"hi\",b=true,b2=F 1700000000000000000\n",
+    );
+    assert_eq!(r.status, 204, "{}", r.body);
+    s.wait_sql("SELECT count() FROM t_autogen_m", "1");
+    let rows = json_rows(&s.sql(
+        "SELECT toUnixTimestamp64Nano(time) AS t, f, i, toString(u) AS u, s, b, b2 FROM t_autogen_m FORMAT JSONEachRow",
+    ));
+    assert_eq!(
+        rows[0],
+        serde_json::json!({"t": 1700000000000000000u64, "f": 1.5, "i": -3, "u": "18446744073709551615", "s": "hi", "b": true, "b2": false})
+    );
+    // Column types follow the field types.
+    let types = s.sql("SELECT name, type FROM system.columns WHERE table = 't_autogen_m' ORDER BY position FORMAT TSVRaw");
+    assert_eq!(
+        types.trim(),
+        "time\tDateTime64(9, 'UTC')\nseries_id\tUInt64\nf\tNullable(Float64)\ni\tNullable(Int64)\nu\tNullable(UInt64)\ns\tNullable(String)\nb\tNullable(Bool)\nb2\tNullable(Bool)"
+    );
+}
+
+#[test]
+fn every_precision_scales_timestamps() {
+    let s = Server::start(&[]);
+    let cases = [
+        (
+            "n",
+            1_700_000_000_123_456_789i64,
+            1_700_000_000_123_456_789i64,
+        ),
+        ("ns", 1_700_000_000_123_456_789, 1_700_000_000_123_456_789),
+        ("u", 1_700_000_000_123_456, 1_700_000_000_123_456_000),
+        ("us", 1_700_000_000_123_456, 1_700_000_000_123_456_000),
+        ("ms", 1_700_000_000_123, 1_700_000_000_123_000_000),
+        ("s", 1_700_000_000, 1_700_000_000_000_000_000),
+        ("m", 28_333_333, 28_333_333 * 60_000_000_000),
+        ("h", 472_222, 472_222 * 3_600_000_000_000),
+    ];
+    for (i, (p, ts, _)) in cases.iter().enumerate() {
+        let r = s.write(
+            &format!("db=p&precision={p}"),
+            &format!("m,k={i} v={i} {ts}"),
+        );
+        assert_eq!(r.status, 204, "{p}: {}", r.body);
+    }
+    s.wait_sql("SELECT count() FROM p_autogen_m", &cases.len().to_string());
+    let got = s.sql("SELECT v, toUnixTimestamp64Nano(time) FROM p_autogen_m ORDER BY v FORMAT TSV");
+    let want: Vec<String> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (_, _, ns))| format!("{i}\t{ns}"))
+        .collect();
+    assert_eq!(got.trim(), want.join("\n"));
+    let bad = s.write("db=p&precision=fortnight", "m v=1 1");
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("precision"), "{}", bad.body);
+}
+
+#[test]
+fn escaping_survives_into_tables_and_series() {
+    let s = Server::start(&[]);
+    let body = concat!(
+        r#"my\ meas\,ure,t\ k\=1=v\,1\ x,uni=ü✓ f\ ld\=x="say \"hi\" \\ ok",n=1i 1"#,
+        "\n",
+        r#"my\ meas\,ure,uni=ü✓,t\ k\=1=v\,1\ x n=2i 2"#,
+        "\n"
+    );
+    let r = s.write("db=esc", body);
+    assert_eq!(r.status, 204, "{}", r.body);
+    s.wait_sql("SELECT count() FROM `esc_autogen_my meas,ure`", "2");
+    let rows = json_rows(&s.sql(
+        "SELECT `f ld=x` AS f, n, series_id FROM `esc_autogen_my meas,ure` ORDER BY n FORMAT JSONEachRow",
+    ));
+    assert_eq!(rows[0]["f"], "say \"hi\" \\ ok");
+    // Tag order does not matter: both lines are one series.
+    assert_eq!(rows[0]["series_id"], rows[1]["series_id"]);
+    s.wait_sql(
+        "SELECT count() FROM sluice_series FINAL WHERE db = 'esc'",
+        "1",
+    );
+    let tags = json_rows(&s.sql(
+        "SELECT measurement, tags['t k=1'] AS a, tags['uni'] AS b FROM sluice_series FINAL WHERE db = 'esc' FORMAT JSONEachRow",
+    ));
+    assert_eq!(
+        tags[0],
+        serde_json::json!({"measurement": "my meas,ure", "a": "v,1 x", "b": "ü✓"})
+    );
+}
+
+#[test]
+fn gzip_v2_and_rp_targets() {
+    let s = Server::start(&[("SLUICE_DATABASES", "db2:autogen=inf*,raw=7d")]);
+    let r = s.request(
+        "POST",
+        "/write?db=db2",
+        &[("Content-Encoding", "gzip")],
+        &gzip(b"cpu,h=a v=1 1\ncpu,h=b v=2 2\n"),
+    );
+    assert_eq!(r.status, 204, "{}", r.body);
+    // Recent timestamps: the raw policy's 7-day TTL drops older rows on insert.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let r = s.request(
+        "POST",
+        "/api/v2/write?bucket=db2/raw&org=x&precision=s",
+        &[],
+        format!("cpu,h=a v=3 {now}\n").as_bytes(),
+    );
+    assert_eq!(r.status, 204, "{}", r.body);
+    let r = s.request(
+        "POST",
+        "/write?db=db2&rp=raw",
+        &[],
+        format!("cpu,h=a v=4 {}\n", now * 1_000_000_000).as_bytes(),
+    );
+    assert_eq!(r.status, 204, "{}", r.body);
+    s.wait_sql("SELECT count() FROM db2_autogen_cpu", "2");
+    s.wait_sql("SELECT sum(v) FROM db2_raw_cpu", "7");
+    // The raw policy's duration becomes the table's TTL.
+    let ddl =
+        s.sql("SELECT create_table_query FROM system.tables WHERE name = 'db2_raw_cpu' FORMAT TSV");
+    assert!(
+        ddl.contains("TTL toDateTime(time) + toIntervalSecond(604800)"),
+        "{ddl}"
+    );
+    let r = s.request("POST", "/write?db=db2&rp=nope", &[], b"cpu v=1\n");
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert!(r.body.contains("retention policy not found"), "{}", r.body);
+}
+
+#[test]
+fn msgpack_columnar_bodies() {
+    let s = Server::start(&[]);
+    let mut buf = Vec::new();
+    // [{measurement, tags, timestamps, fields}]
+    rmp::encode::write_array_len(&mut buf, 1).unwrap();
+    rmp::encode::write_map_len(&mut buf, 4).unwrap();
+    rmp::encode::write_str(&mut buf, "measurement").unwrap();
+    rmp::encode::write_str(&mut buf, "mp").unwrap();
+    rmp::encode::write_str(&mut buf, "tags").unwrap();
+    rmp::encode::write_map_len(&mut buf, 1).unwrap();
+    rmp::encode::write_str(&mut buf, "host").unwrap();
+    rmp::encode::write_str(&mut buf, "a").unwrap();
+    rmp::encode::write_str(&mut buf, "timestamps").unwrap();
+    rmp::encode::write_array_len(&mut buf, 3).unwrap();
+    for t in [1i64, 2, 3] {
+        rmp::encode::write_sint(&mut buf, t).unwrap();
+    }
+    rmp::encode::write_str(&mut buf, "fields").unwrap();
+    rmp::encode::write_map_len(&mut buf, 2).unwrap();
+    rmp::encode::write_str(&mut buf, "v").unwrap();
+    rmp::encode::write_array_len(&mut buf, 3).unwrap();
+    for v in [1.5f64, 2.5, 3.5] {
+        rmp::encode::write_f64(&mut buf, v).unwrap();
+    }
+    rmp::encode::write_str(&mut buf, "s").unwrap();
+    rmp::encode::write_array_len(&mut buf, 3).unwrap();
+    rmp::encode::write_str(&mut buf, "x").unwrap();
+    rmp::encode::write_nil(&mut buf).unwrap();
+    rmp::encode::write_str(&mut buf, "z").unwrap();
+    let r = s.request(
+        "POST",
+        "/write?db=mp&precision=s",
+        &[("Content-Type", "application/msgpack")],
+        &buf,
+    );
+    assert_eq!(r.status, 204, "{}", r.body);
+    s.wait_sql("SELECT count() FROM mp_autogen_mp", "3");
+    let got =
+        s.sql("SELECT toUnixTimestamp(time), v, s FROM mp_autogen_mp ORDER BY time FORMAT TSV");
+    assert_eq!(got.trim(), "1\t1.5\tx\n2\t2.5\t\\N\n3\t3.5\tz");
+    let r = s.request(
+        "POST",
+        "/write?db=mp",
+        &[("Content-Type", "application/msgpack")],
+        b"\xc1garbage",
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+}
+
+#[test]
+fn partial_writes_keep_valid_lines_and_name_the_bad_one() {
+    let s = Server::start(&[]);
+    let r = s.write("db=pw", "m v=1 1\nm v= 2\nm v=3 3\nm,bad v=4\n");
+    assert_eq!(r.status, 400, "{}", r.body);
+    let err: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    let msg = err["error"].as_str().unwrap();
+    assert!(
+        msg.starts_with("partial write: unable to parse 'm v= 2'"),
+        "{msg}"
+    );
+    assert!(msg.contains("line 2"), "{msg}");
+    assert!(msg.ends_with("dropped=2"), "{msg}");
+    s.wait_sql("SELECT count() FROM pw_autogen_m", "2");
+
+    // Nothing valid at all: a plain parse error, still 400.
+    let r = s.write("db=pw", "garbage\n");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("unable to parse 'garbage'"), "{}", r.body);
+}
+
+#[test]
+fn field_type_conflicts_are_rejected_per_line() {
+    let s = Server::start(&[]);
+    assert_eq!(s.write("db=fc", "m v=1 1").status, 204);
+    let r = s.write("db=fc", "m v=2i 2\nm v=3 3\n");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.contains("field type conflict: input field \\\"v\\\" on measurement \\\"m\\\" is type integer, already exists as type float"),
+        "{}",
+        r.body
+    );
+    assert!(r.body.contains("dropped=1"), "{}", r.body);
+    // Within one body, the first type wins.
+    let r = s.write("db=fc", "n x=\"a\" 1\nn x=1 2\n");
+    assert_eq!(r.status, 400, "{}", r.body);
+    s.wait_sql("SELECT count() FROM fc_autogen_m", "2");
+    s.wait_sql("SELECT count() FROM fc_autogen_n", "1");
+    // A field called `time` is refused as InfluxDB does.
+    let r = s.write("db=fc", "m time=1 4\n");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("invalid field name"), "{}", r.body);
+}
+
+#[test]
+fn oversize_malformed_gzip_and_gzip_bombs() {
+    let s = Server::start(&[
+        ("SLUICE_LIMITS_MAX_BODY_BYTES", "64KiB"),
+        ("SLUICE_LIMITS_MAX_DECOMPRESSED_BYTES", "1MiB"),
+    ]);
+    let big = "m v=1\n".repeat(20_000);
+    let r = s.write("db=o", &big);
+    assert_eq!(r.status, 413, "{}", r.body);
+    let r = s.request(
+        "POST",
+        "/write?db=o",
+        &[("Content-Encoding", "gzip")],
+        b"\x1f\x8b\x08\x00garbage",
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("gzip"), "{}", r.body);
+    // 512 MiB of zeros compress to about half a megabyte... too big for the body limit, so the
+    // bomb here is 64 MiB (64 KiB compressed) against a 1 MiB decompression limit.
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let zeros = vec![b'0'; 1 << 20];
+    for _ in 0..64 {
+        enc.write_all(&zeros).unwrap();
+    }
+    let bomb = enc.finish().unwrap();
+    assert!(bomb.len() < 64 << 10, "bomb is {} bytes", bomb.len());
+    let r = s.request(
+        "POST",
+        "/write?db=o",
+        &[("Content-Encoding", "gzip")],
+        &bomb,
+    );
+    assert_eq!(r.status, 413, "{}", r.body);
+    assert!(r.body.contains("decompressed"), "{}", r.body);
+    // Still serving.
+    assert_eq!(s.write("db=o", "m v=1 1").status, 204);
+}
+
+#[test]
+fn unknown_database_without_auto_create() {
+    let s = Server::start(&[
+        ("SLUICE_AUTO_CREATE_DATABASES", "false"),
+        ("SLUICE_DATABASES", "known"),
+    ]);
+    let r = s.write("db=unknown", "m v=1");
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&r.body).unwrap()["error"],
+        "database not found: \"unknown\""
+    );
+    assert_eq!(s.write("db=known", "m v=1").status, 204);
+    // CREATE DATABASE works even without auto-create, and survives a restart.
+    let r = s.request("POST", "/query?q=CREATE+DATABASE+made", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(s.write("db=made", "m v=1").status, 204);
+}
+
+#[test]
+fn auth_on_and_off() {
+    let open = Server::start(&[]);
+    assert_eq!(open.write("db=a", "m v=1").status, 204);
+
+    let s = Server::start(&[("SLUICE_AUTH_TOKENS", "s3cret,other")]);
+    let r = s.write("db=a", "m v=1");
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert!(r
+        .body
+        .contains("unable to parse authentication credentials"));
+    let r = s.write("db=a&u=x&p=wrong", "m v=1");
+    assert_eq!(r.status, 401);
+    assert!(r.body.contains("authorization failed"));
+    assert_eq!(s.write("db=a&u=x&p=s3cret", "m v=1").status, 204);
+    let r = s.request(
+        "POST",
+        "/write?db=a",
+        &[("Authorization", "Token other")],
+        b"m v=1",
+    );
+    assert_eq!(r.status, 204);
+    let r = s.request(
+        "POST",
+        "/api/v2/write?bucket=a",
+        &[("Authorization", "Token s3cret")],
+        b"m v=1",
+    );
+    assert_eq!(r.status, 204);
+    // Basic: user "u", password "s3cret".
+    let r = s.request(
+        "POST",
+        "/write?db=a",
+        &[("Authorization", "Basic dTpzM2NyZXQ=")],
+        b"m v=1",
+    );
+    assert_eq!(r.status, 204);
+    assert_eq!(s.request("POST", "/sql", &[], b"SELECT 1").status, 401);
+    assert_eq!(
+        s.request("GET", "/query?q=SHOW+DATABASES", &[], b"").status,
+        401
+    );
+    // Probes stay open for kubelets and load balancers.
+    assert_eq!(s.request("GET", "/ping", &[], b"").status, 204);
+    assert_eq!(s.request("GET", "/ready", &[], b"").status, 200);
+}
+
+#[test]
+fn influx_query_startup_statements() {
+    let s = Server::start(&[("SLUICE_DATABASES", "telegraf:autogen=30d*,raw=7d")]);
+    let r = s.request(
+        "POST",
+        "/query",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        b"q=CREATE+DATABASE+%22fresh%22",
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body.trim(), r#"{"results":[{"statement_id":0}]}"#);
+    let r = s.request("GET", "/query?q=SHOW%20DATABASES", &[], b"");
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(
+        v["results"][0]["series"][0],
+        serde_json::json!({"name": "databases", "columns": ["name"], "values": [["fresh"], ["telegraf"]]})
+    );
+    let r = s.request(
+        "GET",
+        "/query?q=SHOW%20RETENTION%20POLICIES%20ON%20telegraf",
+        &[],
+        b"",
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(
+        v["results"][0]["series"][0]["values"],
+        serde_json::json!([
+            ["autogen", "720h0m0s", "168h0m0s", 1, true],
+            ["raw", "168h0m0s", "168h0m0s", 1, false]
+        ])
+    );
+    let r = s.request(
+        "GET",
+        "/query?q=SHOW%20RETENTION%20POLICIES%20ON%20fresh",
+        &[],
+        b"",
+    );
+    assert!(
+        r.body.contains(r#"["autogen","0s","168h0m0s",1,true]"#),
+        "{}",
+        r.body
+    );
+}
+
+#[test]
+fn sql_is_read_only_and_refuses_the_outside_world() {
+    let s = Server::start(&[]);
+    assert_eq!(s.write("db=q", "m v=1 1").status, 204);
+    s.wait_sql("SELECT count() FROM q_autogen_m", "1");
+    let r = s.request(
+        "GET",
+        "/sql?q=SELECT%20v%20FROM%20q_autogen_m%20FORMAT%20CSV",
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body.trim(), "1");
+    assert!(r.header("content-type").unwrap().starts_with("text/csv"));
+    // Default format is JSON.
+    let r = s.request("POST", "/sql", &[], b"SELECT 1 AS one");
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["data"][0]["one"], 1);
+    for q in [
+        "INSERT INTO q_autogen_m (v) VALUES (2)",
+        "CREATE TABLE x (a Int8) ENGINE = Memory",
+        "DROP TABLE q_autogen_m",
+        "ALTER TABLE q_autogen_m DELETE WHERE 1",
+        "TRUNCATE TABLE q_autogen_m",
+        "SET max_threads = 1",
+        "SELECT 1 SETTINGS readonly = 0",
+        "SELECT * FROM file('/etc/passwd', 'LineAsString')",
+        "SELECT * FROM url('http://127.0.0.1:1/', CSV, 'a String')",
+        "SELECT * FROM s3('http://127.0.0.1:1/b/k', CSV, 'a String')",
+        "SELECT * FROM remote('127.0.0.1:1', system.one)",
+        "SELECT * FROM executable('ls', TabSeparated, 'a String')",
+        "SELECT * FROM mysql('127.0.0.1:1', 'd', 't', 'u', 'p')",
+        "SELECT * FROM postgresql('127.0.0.1:1', 'd', 't', 'u', 'p')",
+        "SELECT * FROM numbers(1) INTO OUTFILE '/tmp/sluice-out'",
+        "SELECT 1; DROP TABLE q_autogen_m",
+    ] {
+        let r = s.request("POST", "/sql", &[], q.as_bytes());
+        assert_eq!(r.status, 403, "{q}: {}", r.body);
+        assert!(r.body.contains("query refused"), "{q}: {}", r.body);
+    }
+    // Data untouched.
+    s.wait_sql("SELECT count() FROM q_autogen_m", "1");
+    let r = s.request("POST", "/sql", &[], b"SELECT nope FROM nowhere");
+    assert_eq!(r.status, 400, "{}", r.body);
+}
+
+#[test]
+fn ops_endpoints() {
+    let s = Server::start(&[]);
+    let r = s.request("GET", "/ping", &[], b"");
+    assert_eq!(r.status, 204);
+    assert!(r.header("x-sluice-version").is_some());
+    assert!(r.header("x-influxdb-version").is_some());
+    assert_eq!(s.request("GET", "/health", &[], b"").status, 200);
+    assert_eq!(s.request("GET", "/ready", &[], b"").status, 200);
+    assert_eq!(s.write("db=ops", "m v=1 1\nm v=x\n").status, 400);
+    s.wait_sql("SELECT count() FROM ops_autogen_m", "1");
+    let m = s.request("GET", "/metrics", &[], b"").body;
+    for name in [
+        "sluice_http_request_duration_seconds_bucket{endpoint=\"write\"",
+        "sluice_stage_duration_seconds_bucket{stage=\"parse\"",
+        "sluice_stage_duration_seconds_bucket{stage=\"wal_commit\"",
+        "sluice_stage_duration_seconds_bucket{stage=\"chdb_insert\"",
+        "sluice_points_offered_total 2",
+        "sluice_points_acknowledged_total 1",
+        "sluice_points_rejected_total{reason=\"invalid\"} 1",
+        "sluice_wal_backlog_bytes",
+        "sluice_flush_lag_seconds",
+        "sluice_table_parts{table=\"ops_autogen_m\"} 1",
+        "sluice_series 1",
+        "sluice_ready 1",
+    ] {
+        assert!(m.contains(name), "missing {name} in\n{m}");
+    }
+}
+
+#[test]
+fn series_cardinality_limit_answers_422() {
+    let s = Server::start(&[("SLUICE_LIMITS_MAX_SERIES", "3")]);
+    assert_eq!(s.write("db=c", "m,h=1 v=1 1\nm,h=2 v=1 1\n").status, 204);
+    let r = s.write(
+        "db=c",
+        "m,h=1 v=2 2\nm,h=3 v=1 1\nm,h=4 v=1 1\nm,h=5 v=1 1\n",
+    );
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(r.body.contains("max-series"), "{}", r.body);
+    assert!(r.body.contains("dropped=2"), "{}", r.body);
+    s.wait_sql("SELECT count() FROM c_autogen_m", "4");
+    // Known series keep being accepted.
+    assert_eq!(s.write("db=c", "m,h=3 v=3 3").status, 204);
+}
+
+#[test]
+fn backpressure_is_503_with_retry_after() {
+    let s = Server::start(&[
+        ("SLUICE_LIMITS_MAX_WAL_BACKLOG_BYTES", "1"),
+        ("SLUICE_POOL_FLUSH_INTERVAL", "1h"),
+    ]);
+    assert_eq!(s.write("db=b", "m v=1 1").status, 204);
+    let r = s.write("db=b", "m v=2 2");
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert!(r.body.contains("backlog"), "{}", r.body);
+}
+
+#[test]
+fn sigterm_flushes_and_exits_zero_and_data_survives_restart() {
+    let mut s = Server::start(&[("SLUICE_POOL_FLUSH_INTERVAL", "1h")]);
+    assert_eq!(s.write("db=g", "m v=1 1\nm v=2 2").status, 204);
+    let status = s.terminate();
+    assert!(status.success(), "exit status {status}: {}", s.log_tail());
+    assert!(
+        s.log_tail().contains("write-ahead log flushed"),
+        "{}",
+        s.log_tail()
+    );
+    let dir = s.dir.clone();
+    let s2 = Server::start_in(&dir, &[]);
+    s2.wait_sql("SELECT count() FROM g_autogen_m", "2");
+    // Databases created at run time are remembered.
+    let r = s2.request("GET", "/query?q=SHOW+DATABASES", &[], b"");
+    assert!(r.body.contains("\"g\""), "{}", r.body);
+}
+
+#[test]
+fn acknowledged_points_survive_sigkill_before_flush() {
+    let mut s = Server::start(&[("SLUICE_POOL_FLUSH_INTERVAL", "1h")]);
+    assert_eq!(s.write("db=k", "m v=1 1\nm v=2 2").status, 204);
+    s.restart();
+    s.wait_sql("SELECT count() FROM k_autogen_m", "2");
+    s.wait_sql(
+        "SELECT count() FROM sluice_series FINAL WHERE db = 'k'",
+        "1",
+    );
+}
