@@ -86,8 +86,9 @@ impl fmt::Display for LineError {
 
 impl std::error::Error for LineError {}
 
-/// Why a line or object was rejected. Messages follow InfluxDB 1.8 where
-/// it has an equivalent.
+/// Why a line or object was rejected. Messages follow InfluxDB 1.8 word for word where it
+/// has an equivalent (clients and the differential test compare them); the field is still
+/// carried for callers that want it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LineErrorKind {
     #[error("missing measurement")]
@@ -105,13 +106,13 @@ pub enum LineErrorKind {
     MissingFields,
     #[error("missing field key")]
     MissingFieldKey,
-    #[error("missing field value for field {field:?}")]
+    #[error("missing field value")]
     MissingFieldValue { field: String },
     /// A field that is not `key=value` (e.g. `cpu v`, or `a="x"y`);
     /// `field` is the (unescaped) key as far as it could be read.
-    #[error("invalid field format for field {field:?}")]
+    #[error("invalid field format")]
     InvalidField { field: String },
-    #[error("invalid number for field {field:?}")]
+    #[error("invalid number")]
     BadNumber { field: String },
     #[error("value out of range for field {field:?}")]
     IntegerOutOfRange { field: String },
@@ -119,7 +120,7 @@ pub enum LineErrorKind {
     /// InfluxDB rejects.
     #[error("invalid number for field {field:?}: NaN and infinity are not supported")]
     NonFiniteFloat { field: String },
-    #[error("invalid boolean for field {field:?}")]
+    #[error("invalid boolean")]
     InvalidBoolean { field: String },
     #[error("unbalanced quotes")]
     UnterminatedString,

@@ -32,6 +32,8 @@ use crate::sql_guard;
 use crate::wal::WalError;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// Failed lines named in one error message.
+const MAX_LISTED_ERRORS: usize = 10;
 /// What `/ping` reports as the InfluxDB version: the 1.x API sluice speaks.
 const INFLUX_COMPAT_VERSION: &str = "1.8.10";
 
@@ -170,6 +172,25 @@ struct WriteParams {
     db: String,
     rp: String,
     precision: String,
+    v2: bool,
+}
+
+/// The precisions each API accepts, with InfluxDB's message for anything else. The v1 endpoint
+/// takes the 1.x names and the long forms; v2 takes only what InfluxDB 2.x defines.
+fn parse_precision(p: &str, v2: bool) -> Result<Precision, String> {
+    if p.is_empty() {
+        return Ok(Precision::Nanosecond);
+    }
+    let allowed = if v2 {
+        matches!(p, "ns" | "us" | "ms" | "s")
+    } else {
+        matches!(p, "n" | "ns" | "u" | "us" | "µ" | "ms" | "s" | "m" | "h")
+    };
+    match Precision::parse(p) {
+        Ok(pr) if allowed => Ok(pr),
+        _ if v2 => Err(format!("invalid precision {p:?} (use ns, us, ms or s)")),
+        _ => Err(format!("invalid precision {p:?} (use n, u, ms, s, m or h)")),
+    }
 }
 
 async fn write_v1(
@@ -186,6 +207,7 @@ async fn write_v1(
                 db: params.get("db").cloned().unwrap_or_default(),
                 rp: params.get("rp").cloned().unwrap_or_default(),
                 precision: params.get("precision").cloned().unwrap_or_default(),
+                v2: false,
             };
             if p.db.is_empty() {
                 error(StatusCode::BAD_REQUEST, "database is required")
@@ -220,6 +242,7 @@ async fn write_v2(
                     db,
                     rp,
                     precision: params.get("precision").cloned().unwrap_or_default(),
+                    v2: true,
                 };
                 write(&app, p, &headers, body).await
             }
@@ -233,13 +256,9 @@ async fn write(app: &Arc<App>, p: WriteParams, headers: &HeaderMap, body: Body) 
     if !app.ready.load(Ordering::Acquire) {
         return retry_later("server is starting or shutting down; retry");
     }
-    let precision = if p.precision.is_empty() {
-        Precision::Nanosecond
-    } else {
-        match Precision::parse(&p.precision) {
-            Ok(pr) => pr,
-            Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
-        }
+    let precision = match parse_precision(&p.precision, p.v2) {
+        Ok(pr) => pr,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let backlog = app.scheduler.backlog();
     if backlog.bytes > app.cfg.limits.max_wal_backlog_bytes.0 {
@@ -310,12 +329,14 @@ async fn write(app: &Arc<App>, p: WriteParams, headers: &HeaderMap, body: Body) 
                 format!("write task failed: {e}"),
             )
         }
-        Ok(Err(DecodeError::TooLarge(limit))) => return error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
+        Ok(Err(DecodeError::TooLarge(limit))) => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
                 "Request Entity Too Large: decompressed body exceeds the limit of {limit} bytes"
             ),
-        ),
+            )
+        }
         Ok(Err(DecodeError::Gzip(e))) => {
             return error(StatusCode::BAD_REQUEST, format!("invalid gzip body: {e}"))
         }
@@ -350,15 +371,38 @@ async fn write(app: &Arc<App>, p: WriteParams, headers: &HeaderMap, body: Body) 
             ),
         );
     }
-    match outcome.first_error {
-        None => StatusCode::NO_CONTENT.into_response(),
-        Some(first) if outcome.points == 0 && outcome.parse_only => {
-            error(StatusCode::BAD_REQUEST, first)
-        }
-        Some(first) => error(
+    if outcome.errors.is_empty() {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    // As InfluxDB: a rejected point (type conflict, bad field name) is reported alone, the first
+    // one; otherwise every line that failed to parse is listed, one per line of the message. A
+    // few are enough to act on, and a million bad lines must not make a message as large.
+    let listed: Vec<&String> = match outcome
+        .errors
+        .iter()
+        .find(|e| !e.starts_with("unable to parse"))
+    {
+        Some(first_rejected) => vec![first_rejected],
+        None => outcome.errors.iter().collect(),
+    };
+    let mut reason = listed[..listed.len().min(MAX_LISTED_ERRORS)]
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    if listed.len() > MAX_LISTED_ERRORS {
+        reason.push_str(&format!(
+            "\n... and {} more",
+            listed.len() - MAX_LISTED_ERRORS
+        ));
+    }
+    if outcome.points == 0 && outcome.parse_only {
+        error(StatusCode::BAD_REQUEST, reason)
+    } else {
+        error(
             StatusCode::BAD_REQUEST,
-            format!("partial write: {first} dropped={}", outcome.dropped),
-        ),
+            format!("partial write: {reason} dropped={}", outcome.dropped),
+        )
     }
 }
 
@@ -603,6 +647,15 @@ mod tests {
             HeaderValue::from_static("Basic dTpzZWNyZXQ="),
         );
         assert_eq!(credentials(&none, &h).as_deref(), Some("secret"));
+        assert!(parse_precision("h", false).is_ok());
+        assert_eq!(
+            parse_precision("h", true).unwrap_err(),
+            "invalid precision \"h\" (use ns, us, ms or s)"
+        );
+        assert_eq!(
+            parse_precision("xx", false).unwrap_err(),
+            "invalid precision \"xx\" (use n, u, ms, s, m or h)"
+        );
         let p: HashMap<String, String> = [
             ("u".to_string(), "x".to_string()),
             ("p".to_string(), "pw".to_string()),

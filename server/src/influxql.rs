@@ -168,6 +168,17 @@ pub fn go_duration(d: Option<Duration>) -> String {
     }
 }
 
+/// InfluxDB's default shard-group duration for a policy: 1h under two days, 1d under six
+/// months, otherwise (and for infinite policies) 7d. sluice has no shards; clients display it.
+pub fn shard_group_duration(policy: Option<Duration>) -> Duration {
+    const DAY: u64 = 86_400;
+    match policy.map(|d| d.as_secs()) {
+        Some(s) if s < 2 * DAY => Duration::from_secs(3_600),
+        Some(s) if s < 180 * DAY => Duration::from_secs(DAY),
+        _ => Duration::from_secs(7 * DAY),
+    }
+}
+
 pub fn result_ok(id: usize) -> Value {
     json!({ "statement_id": id })
 }
@@ -187,7 +198,15 @@ pub fn result_databases(id: usize, names: &[String]) -> Value {
 pub fn result_policies(id: usize, policies: &[RetentionPolicyConfig]) -> Value {
     let values: Vec<Value> = policies
         .iter()
-        .map(|p| json!([p.name, go_duration(p.duration.0), "168h0m0s", 1, p.default]))
+        .map(|p| {
+            json!([
+                p.name,
+                go_duration(p.duration.0),
+                go_duration(Some(shard_group_duration(p.duration.0))),
+                1,
+                p.default
+            ])
+        })
         .collect();
     json!({
         "statement_id": id,
@@ -249,5 +268,14 @@ mod tests {
             "720h0m0s"
         );
         assert_eq!(go_duration(Some(Duration::from_secs(90))), "1m30s");
+        assert_eq!(
+            shard_group_duration(Some(Duration::from_secs(86_400))),
+            Duration::from_secs(3_600)
+        );
+        assert_eq!(
+            shard_group_duration(Some(Duration::from_secs(30 * 86_400))),
+            Duration::from_secs(86_400)
+        );
+        assert_eq!(shard_group_duration(None), Duration::from_secs(7 * 86_400));
     }
 }

@@ -57,7 +57,8 @@ pub struct Prepared {
 pub struct Outcome {
     pub points: usize,
     pub dropped: usize,
-    pub first_error: Option<String>,
+    /// Messages of the dropped lines, in line order.
+    pub errors: Vec<String>,
     pub over_limit: usize,
     pub parse_only: bool,
 }
@@ -232,7 +233,7 @@ impl Ingest {
         Ok(Outcome {
             points,
             dropped: rejections.len() + over_limit,
-            first_error: rejections.first().map(|r| r.message.clone()),
+            errors: rejections.into_iter().map(|r| r.message).collect(),
             over_limit,
             parse_only,
         })

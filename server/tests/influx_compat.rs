@@ -423,7 +423,7 @@ fn cases() -> Vec<Case> {
         write(
             "bad precision",
             "/write?db=d&precision=xx",
-            "cpu v=1 1".into(),
+            "precision_probe v=1 1".into(),
             vec![],
         ),
         write(
@@ -462,7 +462,7 @@ fn cases() -> Vec<Case> {
         write(
             "v2 bad precision",
             "/api/v2/write?org=x&bucket=d&precision=xx",
-            "cpu v=1 1".into(),
+            "precision_probe v=2 2".into(),
             vec![],
         ),
         query("SHOW DATABASES", "SHOW DATABASES"),
@@ -646,6 +646,17 @@ fn answers_match_influxdb_1_8() {
         };
         println!("{name:<40} | {verdict:<12} | influxd: {influx}");
         println!("{:<40} | {:<12} | sluice:  {sluice}", "", "");
+    }
+
+    // InfluxDB 1.8 answers 400 to a bad precision and then writes the body anyway
+    // (serveWriteV1/serveWriteV2 do not return after the error); sluice writes nothing.
+    let probe = influx_rows(&influxd, "precision_probe");
+    println!("points InfluxDB stored despite answering 400 (bad precision): {probe:?}");
+    let exists = sluice.sql("EXISTS TABLE d_autogen_precision_probe FORMAT TSV");
+    if exists.trim() != "0" {
+        failures.push(format!(
+            "bad precision: sluice answered 400 but created d_autogen_precision_probe: EXISTS = {exists:?}"
+        ));
     }
 
     // Both stored the same points: the valid lines of every (partial) write, nothing else.

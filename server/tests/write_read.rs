@@ -379,8 +379,8 @@ fn influx_query_startup_statements() {
     assert_eq!(
         v["results"][0]["series"][0]["values"],
         serde_json::json!([
-            ["autogen", "720h0m0s", "168h0m0s", 1, true],
-            ["raw", "168h0m0s", "168h0m0s", 1, false]
+            ["autogen", "720h0m0s", "24h0m0s", 1, true],
+            ["raw", "168h0m0s", "24h0m0s", 1, false]
         ])
     );
     let r = s.request(

@@ -445,7 +445,7 @@ fn error_display_and_excerpt() {
     assert_eq!(e.line, 2);
     assert_eq!(
         e.to_string(),
-        "unable to parse 'cpu v=oops 1': invalid number for field \"v\" (line 2)"
+        "unable to parse 'cpu v=oops 1': invalid number (line 2)"
     );
     let long = format!("cpu v={}", "x".repeat(1000));
     let e = only_error(&long);
