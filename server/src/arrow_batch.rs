@@ -7,9 +7,10 @@
 use std::sync::Arc;
 
 use chdb_rust::arrow::array::{
-    Array, ArrayRef, BooleanBuilder, Float64Builder, Int64Builder, MapBuilder, RecordBatch,
+    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, MapBuilder, RecordBatch,
     StringBuilder, TimestampNanosecondArray, UInt64Array, UInt64Builder,
 };
+use chdb_rust::arrow::buffer::{BooleanBuffer, NullBuffer};
 use chdb_rust::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use chdb_rust::arrow::error::ArrowError;
 use sluice_core::{ColumnValues, FieldType, MeasurementBatch};
@@ -36,78 +37,83 @@ fn column_type(v: &ColumnValues) -> FieldType {
     }
 }
 
-/// One builder per field type; appends a batch's column or `n` nulls.
-enum Builder {
-    Float(Float64Builder),
-    Integer(Int64Builder),
-    UInteger(UInt64Builder),
+/// A column being assembled from several batches: plain vectors plus validity, turned into an
+/// Arrow array at the end without a per-value builder call.
+enum Column {
+    Float(Vec<f64>),
+    Integer(Vec<i64>),
+    UInteger(Vec<u64>),
+    Boolean(Vec<bool>),
     String(StringBuilder),
-    Boolean(BooleanBuilder),
 }
 
-impl Builder {
+struct ColumnBuilder {
+    values: Column,
+    valid: Vec<bool>,
+}
+
+impl ColumnBuilder {
     fn new(t: FieldType, capacity: usize) -> Self {
-        match t {
-            FieldType::Float => Builder::Float(Float64Builder::with_capacity(capacity)),
-            FieldType::Integer => Builder::Integer(Int64Builder::with_capacity(capacity)),
-            FieldType::UInteger => Builder::UInteger(UInt64Builder::with_capacity(capacity)),
+        let values = match t {
+            FieldType::Float => Column::Float(Vec::with_capacity(capacity)),
+            FieldType::Integer => Column::Integer(Vec::with_capacity(capacity)),
+            FieldType::UInteger => Column::UInteger(Vec::with_capacity(capacity)),
+            FieldType::Boolean => Column::Boolean(Vec::with_capacity(capacity)),
             FieldType::String => {
-                Builder::String(StringBuilder::with_capacity(capacity, capacity * 8))
+                Column::String(StringBuilder::with_capacity(capacity, capacity * 8))
             }
-            FieldType::Boolean => Builder::Boolean(BooleanBuilder::with_capacity(capacity)),
+        };
+        Self {
+            values,
+            valid: Vec::with_capacity(capacity),
         }
     }
 
     fn append_nulls(&mut self, n: usize) {
-        match self {
-            Builder::Float(b) => b.append_nulls(n),
-            Builder::Integer(b) => b.append_nulls(n),
-            Builder::UInteger(b) => b.append_nulls(n),
-            Builder::String(b) => {
-                for _ in 0..n {
-                    b.append_null()
-                }
-            }
-            Builder::Boolean(b) => b.append_nulls(n),
+        self.valid.resize(self.valid.len() + n, false);
+        match &mut self.values {
+            Column::Float(v) => v.resize(v.len() + n, 0.0),
+            Column::Integer(v) => v.resize(v.len() + n, 0),
+            Column::UInteger(v) => v.resize(v.len() + n, 0),
+            Column::Boolean(v) => v.resize(v.len() + n, false),
+            Column::String(b) => (0..n).for_each(|_| b.append_null()),
         }
     }
 
     /// Appends `values` with validity `valid`; a type mismatch (impossible once the catalog
     /// has fixed types) appends nulls rather than panicking.
     fn append(&mut self, values: &ColumnValues, valid: &[bool]) {
-        match (self, values) {
-            (Builder::Float(b), ColumnValues::Float(v)) => b.append_values(v, valid),
-            (Builder::Integer(b), ColumnValues::Integer(v)) => b.append_values(v, valid),
-            (Builder::UInteger(b), ColumnValues::UInteger(v)) => b.append_values(v, valid),
-            (Builder::Boolean(b), ColumnValues::Boolean(v)) => {
-                for (x, ok) in v.iter().zip(valid) {
-                    b.append_option(ok.then_some(*x));
-                }
-            }
-            (Builder::String(b), ColumnValues::String(s)) => {
+        match (&mut self.values, values) {
+            (Column::Float(v), ColumnValues::Float(x)) => v.extend_from_slice(x),
+            (Column::Integer(v), ColumnValues::Integer(x)) => v.extend_from_slice(x),
+            (Column::UInteger(v), ColumnValues::UInteger(x)) => v.extend_from_slice(x),
+            (Column::Boolean(v), ColumnValues::Boolean(x)) => v.extend_from_slice(x),
+            (Column::String(b), ColumnValues::String(s)) => {
                 for (i, ok) in valid.iter().enumerate() {
-                    if !*ok {
-                        b.append_null();
-                        continue;
-                    }
-                    let (start, end) = (s.offsets[i] as usize, s.offsets[i + 1] as usize);
-                    match s.data.get(start..end).map(std::str::from_utf8) {
-                        Some(Ok(v)) => b.append_value(v),
-                        _ => b.append_null(),
+                    let text = ok.then(|| s.get(i)).flatten();
+                    match text {
+                        Some(t) => b.append_value(t),
+                        None => b.append_null(),
                     }
                 }
             }
-            (b, _) => b.append_nulls(valid.len()),
+            _ => return self.append_nulls(valid.len()),
         }
+        self.valid.extend_from_slice(valid);
     }
 
     fn finish(self) -> ArrayRef {
-        match self {
-            Builder::Float(mut b) => Arc::new(b.finish()),
-            Builder::Integer(mut b) => Arc::new(b.finish()),
-            Builder::UInteger(mut b) => Arc::new(b.finish()),
-            Builder::String(mut b) => Arc::new(b.finish()),
-            Builder::Boolean(mut b) => Arc::new(b.finish()),
+        let nulls = if self.valid.iter().all(|v| *v) {
+            None
+        } else {
+            Some(NullBuffer::from(self.valid))
+        };
+        match self.values {
+            Column::Float(v) => Arc::new(Float64Array::new(v.into(), nulls)),
+            Column::Integer(v) => Arc::new(Int64Array::new(v.into(), nulls)),
+            Column::UInteger(v) => Arc::new(UInt64Array::new(v.into(), nulls)),
+            Column::Boolean(v) => Arc::new(BooleanArray::new(BooleanBuffer::from(v), nulls)),
+            Column::String(mut b) => Arc::new(b.finish()),
         }
     }
 }
@@ -126,7 +132,10 @@ pub fn measurement_batches(batches: &[MeasurementBatch]) -> Result<RecordBatch, 
     }
     let mut time = Vec::with_capacity(rows);
     let mut series = Vec::with_capacity(rows);
-    let mut builders: Vec<Builder> = fields.iter().map(|(_, t)| Builder::new(*t, rows)).collect();
+    let mut builders: Vec<ColumnBuilder> = fields
+        .iter()
+        .map(|(_, t)| ColumnBuilder::new(*t, rows))
+        .collect();
     for b in batches {
         time.extend_from_slice(&b.time_ns);
         series.extend_from_slice(&b.series_id);
@@ -146,8 +155,8 @@ pub fn measurement_batches(batches: &[MeasurementBatch]) -> Result<RecordBatch, 
         Field::new("series_id", DataType::UInt64, false),
     ];
     let mut columns: Vec<ArrayRef> = vec![
-        Arc::new(TimestampNanosecondArray::from(time).with_timezone("UTC")),
-        Arc::new(UInt64Array::from(series)),
+        Arc::new(TimestampNanosecondArray::new(time.into(), None).with_timezone("UTC")),
+        Arc::new(UInt64Array::new(series.into(), None)),
     ];
     for ((name, t), b) in fields.into_iter().zip(builders) {
         schema_fields.push(Field::new(name, arrow_type(t), true));
@@ -195,4 +204,71 @@ pub fn series_batch(rows: &[SeriesRow]) -> Result<RecordBatch, ArrowError> {
         Arc::new(TimestampNanosecondArray::from(first).with_timezone("UTC")),
     ];
     RecordBatch::try_new(Arc::new(schema), columns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chdb_rust::arrow::array::{AsArray, StringArray};
+    use chdb_rust::arrow::datatypes::Float64Type;
+    use sluice_core::{FieldColumn, StringColumn};
+
+    fn batch(rows: &[(i64, Option<f64>)], text: Option<&[Option<&str>]>) -> MeasurementBatch {
+        let mut b = MeasurementBatch::new("m".into());
+        b.time_ns = rows.iter().map(|r| r.0).collect();
+        b.series_id = vec![7; rows.len()];
+        b.line = (1..=rows.len() as u32).collect();
+        let mut f = FieldColumn::new("v".into(), FieldType::Float);
+        f.values = ColumnValues::Float(rows.iter().map(|r| r.1.unwrap_or(0.0)).collect());
+        f.valid = rows.iter().map(|r| r.1.is_some()).collect();
+        b.fields.push(f);
+        if let Some(text) = text {
+            let mut s = StringColumn::new();
+            for t in text {
+                s.try_push(t.unwrap_or("")).unwrap();
+            }
+            let mut c = FieldColumn::new("s".into(), FieldType::String);
+            c.values = ColumnValues::String(s);
+            c.valid = text.iter().map(|t| t.is_some()).collect();
+            b.fields.push(c);
+        }
+        b
+    }
+
+    #[test]
+    fn coalesced_batches_fill_missing_fields_with_nulls() {
+        let a = batch(&[(1, Some(1.5)), (2, None)], None);
+        let b = batch(&[(3, Some(3.5))], Some(&[Some("x")]));
+        let c = batch(&[(4, None)], Some(&[None]));
+        let rb = measurement_batches(&[a, b, c]).unwrap();
+        assert_eq!(rb.num_rows(), 4);
+        let names: Vec<_> = rb
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(names, ["time", "series_id", "v", "s"]);
+        let v = rb.column(2).as_primitive::<Float64Type>();
+        assert_eq!(
+            (0..4)
+                .map(|i| v.is_valid(i).then(|| v.value(i)))
+                .collect::<Vec<_>>(),
+            [Some(1.5), None, Some(3.5), None]
+        );
+        let s = rb.column(3).as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(
+            (0..4)
+                .map(|i| s.is_valid(i).then(|| s.value(i)))
+                .collect::<Vec<_>>(),
+            [None, None, Some("x"), None]
+        );
+        assert_eq!(rb.column(2).null_count(), 2);
+    }
+
+    #[test]
+    fn all_valid_columns_carry_no_null_buffer() {
+        let rb = measurement_batches(&[batch(&[(1, Some(1.0))], None)]).unwrap();
+        assert!(rb.column(2).nulls().is_none());
+    }
 }

@@ -143,8 +143,11 @@ impl Wal {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::None);
-        opts.set_write_buffer_size(64 << 20);
-        opts.set_max_write_buffer_number(4);
+        // Entries normally live for about one flush interval. A memtable that takes longer than
+        // that to fill is flushed after most of its entries were range-deleted, and flushing
+        // drops deleted keys, so WAL data is written to disk once (RocksDB's log), not twice.
+        opts.set_write_buffer_size(128 << 20);
+        opts.set_max_write_buffer_number(3);
         opts.set_max_total_wal_size(256 << 20);
         opts.set_max_background_jobs(2);
         opts.set_keep_log_file_num(4);
