@@ -326,7 +326,9 @@ where
 }
 
 /// Reads the token Secret: its hash rolls the pods on rotation; its absence is a problem the
-/// status reports (the pods would wait for the volume forever, silently).
+/// status reports (the pods would wait for the volume forever, silently). While it is missing
+/// the pod template keeps the hash it had, so that deleting a Secret by mistake does not roll
+/// every pod into a state where none can start.
 async fn observe_tokens(
     v: &ValidTenant,
     client: &Client,
@@ -339,12 +341,10 @@ async fn observe_tokens(
     let problem = match secrets.get_opt(&r.name).await? {
         Some(s) => match s.data.as_ref().and_then(|d| d.get(&r.key)) {
             Some(bytes) => {
-                return Ok((
-                    Observed {
-                        tokens_hash: Some(builders::tokens_hash(&bytes.0)),
-                    },
-                    None,
-                ))
+                let observed = Observed {
+                    tokens_hash: Some(builders::tokens_hash(&bytes.0)),
+                };
+                return Ok((observed, None));
             }
             None => format!(
                 "Secret {:?} has no key {:?} (spec.auth.tokenSecretRef)",
@@ -353,8 +353,18 @@ async fn observe_tokens(
         },
         None => format!("Secret {:?} not found (spec.auth.tokenSecretRef)", r.name),
     };
+    let stss: Api<StatefulSet> = Api::namespaced(client.clone(), &v.namespace);
+    let previous = stss.get_opt(&v.name).await?.and_then(|s| {
+        s.spec?
+            .template
+            .metadata?
+            .annotations?
+            .remove(builders::TOKENS_HASH_ANNOTATION)
+    });
     Ok((
-        Observed::default(),
+        Observed {
+            tokens_hash: previous,
+        },
         Some(Problem::TokenSecretMissing(problem)),
     ))
 }

@@ -40,6 +40,8 @@ pub const MAX_TENANT_NAME_LEN: usize = 52;
 /// Durations as `sluice_core::config::parse_duration` reads them, restricted to at most nine
 /// digits per group so that every string the API server accepts also parses without overflow.
 pub const DURATION_PATTERN: &str = "^([0-9]{1,9}(ns|us|ms|s|m|h|d|w))+$";
+/// A duration made of zeros only (`0s`, `0m0s`).
+pub const ZERO_DURATION_PATTERN: &str = "^(0+(ns|us|ms|s|m|h|d|w))+$";
 /// Sizes as `sluice_core::config::ByteSize` reads them, bounded the same way (no overflow).
 pub const SIZE_PATTERN: &str =
     "^([0-9]{1,18}B?|[0-9]{1,7}(K|KB|Ki|KiB|M|MB|Mi|MiB|G|GB|Gi|GiB|T|TB|Ti|TiB))$";
@@ -63,9 +65,14 @@ fn rule_retention_duration() -> Rule {
     )
 }
 
+/// Durations that must be longer than zero (a zero flush interval would spin the flusher).
 fn rule_duration() -> Rule {
-    Rule::new(format!("self.matches('{DURATION_PATTERN}')"))
-        .message("must be a duration such as 250ms, 1s or 1m30s (units ns, us, ms, s, m, h, d, w)")
+    Rule::new(format!(
+        "self.matches('{DURATION_PATTERN}') && !self.matches('{ZERO_DURATION_PATTERN}')"
+    ))
+    .message(
+        "must be a positive duration such as 250ms, 1s or 1m30s (units ns, us, ms, s, m, h, d, w)",
+    )
 }
 
 fn rule_size() -> Rule {

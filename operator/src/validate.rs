@@ -368,7 +368,8 @@ mod tests {
 
     #[test]
     fn bad_specs_name_the_field() {
-        let cases: Vec<(Box<dyn Fn(&mut IngestTenantSpec)>, &str)> = vec![
+        type Mutation = Box<dyn Fn(&mut IngestTenantSpec)>;
+        let cases: Vec<(Mutation, &str)> = vec![
             (
                 Box::new(|s| {
                     let mut db = telegraf();
