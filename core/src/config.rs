@@ -373,6 +373,9 @@ impl ServerConfig {
         if self.pool.max_points_per_batch == 0 {
             return Err(ConfigError::Zero("pool.max_points_per_batch"));
         }
+        if self.pool.flush_interval.is_zero() {
+            return Err(ConfigError::Zero("pool.flush_interval"));
+        }
         if self.limits.wal_queue_depth == 0 {
             return Err(ConfigError::Zero("limits.wal_queue_depth"));
         }

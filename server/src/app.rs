@@ -89,6 +89,12 @@ impl App {
             path: data.display().to_string(),
             source,
         })?;
+        // chDB resolves some part paths against its own relative data path a second time
+        // (`./data/chdb/./data/chdb/store/...`), so it only ever gets an absolute one.
+        let data = data.canonicalize().map_err(|source| StartError::DataDir {
+            path: data.display().to_string(),
+            source,
+        })?;
         let tokens = load_tokens(&cfg)?;
         let metrics = Arc::new(Metrics::new());
         metrics.series_limit.set(cfg.limits.max_series as i64);

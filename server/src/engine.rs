@@ -122,10 +122,19 @@ pub fn check_library_version() -> Result<String, EngineError> {
     let v = chdb_rust::version::engine_version()
         .map_err(|e| EngineError::NoVersion(e.to_string()))?
         .to_string();
-    if v != EXPECTED_ENGINE_VERSION && !v.starts_with(&format!("{EXPECTED_ENGINE_VERSION}.")) {
+    if !version_matches(&v) {
         return Err(EngineError::WrongVersion { found: v });
     }
     Ok(v)
+}
+
+/// `26.7.3` and its patch builds (`26.7.3.x`) are the engine this build's header and SQL were
+/// written against; anything else is refused at start-up.
+fn version_matches(found: &str) -> bool {
+    found == EXPECTED_ENGINE_VERSION
+        || found
+            .strip_prefix(EXPECTED_ENGINE_VERSION)
+            .is_some_and(|rest| rest.starts_with('.'))
 }
 
 impl Engine {
@@ -221,5 +230,24 @@ impl Engine {
         result?;
         unregistered?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_expected_engine_release_is_accepted() {
+        assert!(version_matches("26.7.3"));
+        assert!(version_matches("26.7.3.1"));
+        assert!(!version_matches("26.7.30"));
+        assert!(!version_matches("26.7.2"));
+        assert!(!version_matches("25.8.1"));
+        let msg = EngineError::WrongVersion {
+            found: "25.8.1".into(),
+        }
+        .to_string();
+        assert!(msg.contains("25.8.1") && msg.contains("26.7.3") && msg.contains("scripts/setup"));
     }
 }

@@ -531,3 +531,47 @@ fn acknowledged_points_survive_sigkill_before_flush() {
         "1",
     );
 }
+
+#[test]
+fn relative_data_dir_works() {
+    // The README's first command runs with `./data`; chDB must get an absolute path.
+    let tmp = tempfile::tempdir().unwrap();
+    let listen = format!(
+        "127.0.0.1:{}",
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice-server"))
+        .args(["--listen", &listen, "--data-dir", "./data"])
+        .env("SLUICE_POOL_FLUSH_INTERVAL", "50ms")
+        .current_dir(tmp.path())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://{listen}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while ureq::get(&format!("{url}/ready")).call().is_err() {
+        assert!(std::time::Instant::now() < deadline, "not ready");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let r = ureq::post(&format!("{url}/write?db=rel")).send_string("m v=1 1");
+    assert_eq!(r.map(|r| r.status()).unwrap_or(0), 204);
+    let mut got = String::new();
+    while std::time::Instant::now() < deadline {
+        got = ureq::post(&format!("{url}/sql"))
+            .send_string("SELECT count() FROM rel_autogen_m FORMAT TSV")
+            .map(|r| r.into_string().unwrap_or_default())
+            .unwrap_or_default();
+        if got.trim() == "1" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(got.trim(), "1");
+    assert!(tmp.path().join("data/chdb").is_dir());
+}
