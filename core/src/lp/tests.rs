@@ -605,13 +605,17 @@ fn mutated_valid_lines_never_panic() {
 #[test]
 #[ignore]
 fn perf_telegraf_lines() {
+    let series: usize = std::env::var("PERF_SERIES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
     let mut body = String::new();
-    for i in 0..100_000 {
+    for i in 0..100_000usize {
         body.push_str(&format!(
             "cpu,host=server{:02},region=us-west usage_user={}.5,usage_system=0.2,usage_idle=99.1,usage_iowait=0.0,usage_steal=0.0 {}\n",
-            i % 64,
+            i % series,
             i % 100,
-            1_700_000_000_000_000_000i64 + i
+            1_700_000_000_000_000_000i64 + i as i64
         ));
     }
     let mut best = f64::MAX;
