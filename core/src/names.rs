@@ -10,6 +10,24 @@
 pub const MAX_NAME_LEN: usize = 64;
 /// Longest measurement name, in bytes.
 pub const MAX_MEASUREMENT_LEN: usize = 128;
+/// Longest table name as chDB spells it in a file name (see [`file_name_len`]); filesystems
+/// allow 255 bytes and chDB adds a suffix.
+pub const MAX_TABLE_FILE_NAME_LEN: usize = 200;
+
+/// Bytes a name takes as a chDB file name: letters, digits and `_` stay, every other byte
+/// becomes `%XX`. A table whose metadata file name would exceed the filesystem's limit cannot
+/// be created, so writers learn that up front instead of from an engine error.
+pub fn file_name_len(name: &str) -> usize {
+    name.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'_' {
+                1
+            } else {
+                3
+            }
+        })
+        .sum()
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
@@ -106,5 +124,8 @@ mod tests {
         assert_eq!(quote_ident("a`b\\c"), "`a\\`b\\\\c`");
         assert_eq!(quote_str("it's"), "'it\\'s'");
         assert_eq!(table_name("db", "rp", "cpu load"), "db_rp_cpu load");
+        assert_eq!(file_name_len("a_b"), 3);
+        assert_eq!(file_name_len("a b"), 5);
+        assert_eq!(file_name_len("€"), 9);
     }
 }

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_core::names::{table_name, MAX_MEASUREMENT_LEN};
+use sluice_core::names::{file_name_len, table_name, MAX_MEASUREMENT_LEN, MAX_TABLE_FILE_NAME_LEN};
 use sluice_core::precision::Precision;
 use sluice_core::{lp, msgpack, FieldType, LineError, MeasurementBatch, ParseOptions, ParsedBody};
 
@@ -116,20 +116,23 @@ impl Ingest {
         let mut points = 0usize;
         let mut over_limit = 0usize;
         for mut batch in batches {
-            if batch.measurement.len() > MAX_MEASUREMENT_LEN {
+            let table = table_name(&target.db, &target.rp, &batch.measurement);
+            if batch.measurement.len() > MAX_MEASUREMENT_LEN
+                || file_name_len(&table) > MAX_TABLE_FILE_NAME_LEN
+            {
+                let message = format!(
+                    "measurement name too long: {:?} must be at most {MAX_MEASUREMENT_LEN} bytes, and its table name at most {MAX_TABLE_FILE_NAME_LEN} bytes as a file name (characters other than letters, digits and '_' count 3 bytes)",
+                    truncate(&batch.measurement, 64)
+                );
                 for &line in &batch.line {
                     rejections.push(Rejection {
                         line: line as usize,
-                        message: format!(
-                            "measurement name longer than {MAX_MEASUREMENT_LEN} bytes: {:?}",
-                            truncate(&batch.measurement, 64)
-                        ),
+                        message: format!("{message} (line {line})"),
                     });
                 }
                 continue;
             }
             drop_reserved_fields(&mut batch, &mut rejections);
-            let table = table_name(&target.db, &target.rp, &batch.measurement);
             let fields: Vec<_> = batch
                 .fields
                 .iter()

@@ -242,6 +242,13 @@ fn field_type_conflicts_are_rejected_per_line() {
     assert_eq!(r.status, 400, "{}", r.body);
     s.wait_sql("SELECT count() FROM fc_autogen_m", "2");
     s.wait_sql("SELECT count() FROM fc_autogen_n", "1");
+    // A measurement whose table could not be created says so, for its lines only.
+    let long = "€".repeat(42);
+    let r = s.write("db=fc", &format!("{long} v=1 1\nm v=9 9\n"));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("measurement name too long"), "{}", r.body);
+    assert!(r.body.contains("dropped=1"), "{}", r.body);
+    s.wait_sql("SELECT count() FROM fc_autogen_m", "3");
     // A field called `time` is refused as InfluxDB does.
     let r = s.write("db=fc", "m time=1 4\n");
     assert_eq!(r.status, 400, "{}", r.body);
