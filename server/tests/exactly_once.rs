@@ -25,6 +25,18 @@ fn count(engine: &Engine) -> String {
     String::from_utf8_lossy(&out).trim().to_string()
 }
 
+async fn commit(wal: &Wal, batch: &sluice_core::MeasurementBatch) {
+    wal.submit(vec![Entry {
+        table: "t".into(),
+        rows: batch.len() as u32,
+        payload: payload::encode_measurement(batch),
+    }])
+    .unwrap()
+    .await
+    .unwrap()
+    .unwrap();
+}
+
 #[tokio::test]
 async fn an_insert_replayed_after_a_crash_is_deduplicated() {
     let dir = tempfile::tempdir().unwrap();
@@ -53,15 +65,7 @@ async fn an_insert_replayed_after_a_crash_is_deduplicated() {
         .execute(&create_table_sql("t", None, &fields))
         .unwrap();
     for _ in 0..2 {
-        wal.submit(vec![Entry {
-            table: "t".into(),
-            rows: batch.len() as u32,
-            payload: payload::encode_measurement(batch),
-        }])
-        .unwrap()
-        .await
-        .unwrap()
-        .unwrap();
+        commit(&wal, batch).await;
     }
     let flusher = Flusher {
         wal: wal.clone(),
@@ -101,15 +105,7 @@ async fn an_insert_replayed_after_a_crash_is_deduplicated() {
 
     // And the other side of the window: intent recorded, insert never happened. The replay
     // inserts it (once).
-    wal.submit(vec![Entry {
-        table: "t".into(),
-        rows: batch.len() as u32,
-        payload: payload::encode_measurement(batch),
-    }])
-    .unwrap()
-    .await
-    .unwrap()
-    .unwrap();
+    commit(&wal, batch).await;
     wal.set_intent("t", 3, 3).unwrap();
     assert_eq!(recover_intents(&flusher).unwrap(), 1);
     assert_eq!(count(&engine), "9\t18");
