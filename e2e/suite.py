@@ -1,0 +1,883 @@
+#!/usr/bin/env python3
+"""sluice end-to-end scenarios against a real Kubernetes cluster.
+
+Run through `e2e/run`, which picks the cluster (kind, localkube, or SLUICE_E2E_KUBECONFIG), builds
+and loads the images, and sets the environment below. The suite itself only needs kubectl, helm
+and HTTP access to the tenant's pods (directly to Service and pod IPs, or through
+`kubectl port-forward`), so it runs the same on every cluster.
+
+Environment (all optional except the images being loadable by the cluster):
+  SLUICE_E2E_KUBECTL, SLUICE_E2E_HELM   commands (default: kubectl, helm from PATH)
+  SLUICE_E2E_ACCESS       direct (Service/pod IPs reachable from here, e.g. localkube) or
+                          port-forward (default)
+  SLUICE_E2E_CTR          command prefix that runs `ctr` in the node's containerd, e.g.
+                          "localkube ctr" or "docker exec kind-control-plane ctr -n k8s.io";
+                          with it a pod is killed with SIGKILL, without it by a forced delete
+  SLUICE_E2E_OPERATOR_IMAGE, SLUICE_E2E_SERVER_IMAGE   repository names (sluice-operator, sluice-server)
+  SLUICE_E2E_TAG, SLUICE_E2E_TAG2         image tags before and after `helm upgrade` (e2e, e2e2)
+  SLUICE_E2E_TEST_IMAGE   image for `helm test` (busybox with sh and wget)
+  SLUICE_E2E_STORAGE_CLASS  storage class of the tenant's volumes (default: the cluster default)
+  SLUICE_E2E_RESULTS      write a JSON summary (scenario, seconds, outcome) to this file
+  SLUICE_E2E_MONITORING_CRDS  directory with the Prometheus Operator's CRDs (monitoring.coreos.com_*.yaml);
+                          e2e/run takes them from the Go module github.com/prometheus-operator/prometheus-operator
+
+  e2e/suite.py [--only a,b] [--keep] [--list]
+Every wait is bounded; a failed scenario prints what it saw and the suite stops (later scenarios
+depend on the state earlier ones leave), then cleans up unless --keep.
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import shlex
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.parse
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KUBECTL = shlex.split(os.environ.get("SLUICE_E2E_KUBECTL", "kubectl"))
+HELM = shlex.split(os.environ.get("SLUICE_E2E_HELM", "helm"))
+CTR = shlex.split(os.environ.get("SLUICE_E2E_CTR", ""))
+ACCESS = os.environ.get("SLUICE_E2E_ACCESS", "port-forward")
+OP_IMAGE = os.environ.get("SLUICE_E2E_OPERATOR_IMAGE", "sluice-operator")
+SERVER_IMAGE = os.environ.get("SLUICE_E2E_SERVER_IMAGE", "sluice-server")
+TAG = os.environ.get("SLUICE_E2E_TAG", "e2e")
+TAG2 = os.environ.get("SLUICE_E2E_TAG2", "e2e2")
+TEST_IMAGE = os.environ.get("SLUICE_E2E_TEST_IMAGE", "busybox:1.36")
+STORAGE_CLASS = os.environ.get("SLUICE_E2E_STORAGE_CLASS", "")
+MONITORING_CRDS = os.environ.get("SLUICE_E2E_MONITORING_CRDS", "")
+INSTALLED_CRDS = []  # monitoring CRDs this run created (and removes again)
+
+RELEASE = "sluice-e2e"
+OP_NS = "sluice-e2e-system"   # the release's namespace (not sluice-system: operator/e2e uses that)
+NS = "sluice-e2e"             # the tenants' namespace; the operator watches only it, so that
+                              # other tests' tenants on a shared cluster are left alone
+TENANT = "e2e"
+CHART = os.path.join(ROOT, "charts", "sluice")
+DB = "telegraf"
+
+
+class Fail(Exception):
+    pass
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# --- kubectl / helm -----------------------------------------------------------------------------
+
+def sh(cmd, input=None, check=True, timeout=180):
+    try:
+        r = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Fail(f"timed out after {timeout}s: {' '.join(cmd)}")
+    if check and r.returncode != 0:
+        raise Fail(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+    return r
+
+
+def k(*args, **kw):
+    return sh(KUBECTL + list(args), **kw).stdout
+
+
+def kj(*args, **kw):
+    out = k(*args, "-o", "json", **kw)
+    return json.loads(out) if out.strip() else None
+
+
+def kget(kind, name, ns=NS):
+    r = sh(KUBECTL + ["-n", ns, "get", kind, name, "-o", "json"], check=False)
+    return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def helm(*args, timeout=600):
+    return sh(HELM + list(args), timeout=timeout).stdout
+
+
+def apply(obj):
+    k("apply", "-f", "-", input=json.dumps(obj))
+
+
+def wait_for(what, fn, timeout, interval=1.0):
+    """Calls fn until it returns something truthy; Fail with the last observation after timeout."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            v = fn()
+            if v:
+                return v
+        except Fail as e:
+            last = str(e)
+        except Exception as e:  # noqa: BLE001 - objects come and go while we wait
+            last = repr(e)
+        if time.monotonic() >= deadline:
+            raise Fail(f"timed out after {timeout}s waiting for {what}" + (f" (last: {last})" if last else ""))
+        time.sleep(interval)
+
+
+# --- HTTP to the tenant -------------------------------------------------------------------------
+
+def req(method, base, path, body=None, headers=None, timeout=15, retry=True):
+    u = urllib.parse.urlsplit(base)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        return r.status, r.read()
+    except (OSError, http.client.HTTPException):
+        # A port-forward dies with its pod (or keeps running but forwards nowhere): start a new
+        # one to the same Service or pod and try once more.
+        fresh = ACC.refresh(base) if retry else None
+        if not fresh:
+            raise
+        return req(method, fresh, path, body, headers, timeout, retry=False)
+    finally:
+        c.close()
+
+
+class Access:
+    """Base URLs of the tenant's Service and pods: their cluster IPs, or local port-forwards."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.forwards = {}  # target -> (process, port)
+        self.targets = {}   # every port ever forwarded -> its target
+        self.lock = threading.Lock()
+
+    def _forward(self, target):
+        with self.lock:
+            p = self.forwards.get(target)
+            if p and p[0].poll() is None:
+                return f"http://127.0.0.1:{p[1]}"
+            proc = subprocess.Popen(KUBECTL + ["-n", NS, "port-forward", target, ":8086", "--address", "127.0.0.1"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            line = proc.stdout.readline()  # "Forwarding from 127.0.0.1:PORT -> 8086"
+            m = re.search(r"127\.0\.0\.1:(\d+)", line)
+            if not m:
+                proc.kill()
+                raise Fail(f"port-forward to {target} failed: {line!r}")
+            self.forwards[target] = (proc, int(m.group(1)))
+            self.targets[int(m.group(1))] = target
+            return f"http://127.0.0.1:{m.group(1)}"
+
+    def refresh(self, base):
+        """The base URL of a new port-forward replacing the one at `base`; None in direct mode."""
+        if self.mode == "direct":
+            return None
+        port = urllib.parse.urlsplit(base).port
+        with self.lock:
+            target = self.targets.get(port)
+            if target is None:
+                return None
+            current = self.forwards.get(target)
+            if current and current[1] == port:  # this forward is the broken one: replace it
+                self.forwards.pop(target)
+                current[0].kill()
+                current[0].wait()
+            elif current and current[0].poll() is None:  # already replaced by a live one
+                return f"http://127.0.0.1:{current[1]}"
+        time.sleep(0.5)
+        return self._forward(target)
+
+    def service(self, name=TENANT):
+        if self.mode == "direct":
+            with self.lock:
+                if name not in self.forwards:  # a ClusterIP does not change while the Service exists
+                    svc = kget("service", name)
+                    if not svc:
+                        raise Fail(f"no Service {name}")
+                    self.forwards[name] = (None, f"http://{svc['spec']['clusterIP']}:8086")
+                return self.forwards[name][1]
+        return self._forward(f"svc/{name}")
+
+    def pod(self, pod):
+        if self.mode == "direct":
+            return f"http://{pod['status']['podIP']}:8086"
+        return self._forward(f"pod/{pod['metadata']['name']}")
+
+    def reset(self):
+        with self.lock:
+            for proc, _ in self.forwards.values():
+                if proc:
+                    proc.kill()
+            self.forwards.clear()
+
+
+ACC = Access(ACCESS)
+
+
+def write(base, body, db=DB, rp=None, precision="ns", content_type=None, v2=False):
+    headers = {"Content-Type": content_type} if content_type else {}
+    if v2:
+        path = f"/api/v2/write?bucket={db}{'/' + rp if rp else ''}&precision={precision}"
+    else:
+        path = f"/write?db={db}&precision={precision}" + (f"&rp={rp}" if rp else "")
+    return req("POST", base, path, body=body.encode() if isinstance(body, str) else body, headers=headers)
+
+
+def sql(base, q):
+    status, body = req("POST", base, "/sql", body=q.encode())
+    if status != 200:
+        raise Fail(f"/sql {q!r} answered {status}: {body[:300]!r}")
+    return body.decode()
+
+
+def sql_rows(base, q):
+    return json.loads(sql(base, q + " FORMAT JSON"))["data"]
+
+
+def tables(base):
+    return {r["name"] for r in sql_rows(base, "SELECT name FROM system.tables WHERE database = currentDatabase()")}
+
+
+# --- msgpack (the server's columnar write format), enough of it for the test ----------------------
+
+def mp(v):
+    if v is None:
+        return b"\xc0"
+    if v is True:
+        return b"\xc3"
+    if v is False:
+        return b"\xc2"
+    if isinstance(v, int):
+        if 0 <= v < 128:
+            return bytes([v])
+        if -32 <= v < 0:
+            return struct.pack("b", v)
+        return b"\xd3" + struct.pack(">q", v)
+    if isinstance(v, float):
+        return b"\xcb" + struct.pack(">d", v)
+    if isinstance(v, str):
+        b = v.encode()
+        return (bytes([0xa0 | len(b)]) if len(b) < 32 else b"\xd9" + bytes([len(b)]) if len(b) < 256
+                else b"\xda" + struct.pack(">H", len(b))) + b
+    if isinstance(v, (list, tuple)):
+        head = bytes([0x90 | len(v)]) if len(v) < 16 else b"\xdd" + struct.pack(">I", len(v))
+        return head + b"".join(mp(x) for x in v)
+    if isinstance(v, dict):
+        head = bytes([0x80 | len(v)]) if len(v) < 16 else b"\xdf" + struct.pack(">I", len(v))
+        return head + b"".join(mp(a) + mp(b) for a, b in v.items())
+    raise TypeError(v)
+
+
+# --- the tenant ---------------------------------------------------------------------------------
+
+def tenant_manifest(**spec):
+    base = {
+        "image": f"{SERVER_IMAGE}:{TAG}",
+        "imagePullPolicy": "IfNotPresent",
+        "replicas": 1,
+        "autoCreateDatabases": False,
+        "databases": [{"name": DB, "retentionPolicies": [
+            {"name": "autogen", "duration": "30d", "default": True},
+            {"name": "raw", "duration": "7d"}]}],
+        "pool": {"connections": 1, "flushWorkers": 1, "flushInterval": "500ms"},
+        "storage": {"size": "1Gi", "reclaimPolicy": "Retain"},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "3Gi"}},
+        "terminationGracePeriodSeconds": 30,
+    }
+    if STORAGE_CLASS:
+        base["storage"]["storageClassName"] = STORAGE_CLASS
+    base.update(spec)
+    return {"apiVersion": "sluice.dev/v1alpha1", "kind": "IngestTenant",
+            "metadata": {"name": TENANT, "namespace": NS}, "spec": base}
+
+
+def patch_tenant(patch):
+    k("-n", NS, "patch", "ingesttenant", TENANT, "--type", "merge", "-p", json.dumps(patch))
+
+
+def tenant_pods():
+    pods = kj("-n", NS, "get", "pods", "-l", f"app.kubernetes.io/name=sluice-server,app.kubernetes.io/instance={TENANT}")
+    return sorted(pods["items"], key=lambda p: p["metadata"]["name"])
+
+
+def pod_ready(p):
+    return p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp") and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+
+
+def pod_state(p):
+    cs = (p["status"].get("containerStatuses") or [{}])[0]
+    return p["metadata"]["uid"], cs.get("restartCount", 0), cs.get("containerID")
+
+
+def tenant_ready(replicas=None):
+    """Ready condition true for the current generation, every pod ready on the current revision."""
+    t = kget("ingesttenant", TENANT)
+    if not t:
+        raise Fail("no tenant")
+    st = t.get("status", {})
+    want = replicas if replicas is not None else t["spec"]["replicas"]
+    cond = {c["type"]: c for c in st.get("conditions", [])}
+    ready = cond.get("Ready", {})
+    sts = kget("statefulset", TENANT) or {}
+    ss = sts.get("status", {})
+    pods = tenant_pods()
+    ok = (st.get("observedGeneration") == t["metadata"]["generation"] and ready.get("status") == "True"
+          and st.get("readyReplicas") == want and st.get("replicas") == want
+          and ss.get("currentRevision") == ss.get("updateRevision") and ss.get("readyReplicas") == want
+          and len(pods) == want and all(pod_ready(p) for p in pods))
+    if not ok:
+        raise Fail(f"phase={st.get('phase')} Ready={ready.get('status')}/{ready.get('reason')}: {ready.get('message')}; "
+                   f"pods={[(p['metadata']['name'], pod_ready(p)) for p in pods]}")
+    return t
+
+
+def wait_tenant_ready(timeout=300, replicas=None):
+    return wait_for(f"tenant {TENANT} Ready", lambda: tenant_ready(replicas), timeout, interval=2)
+
+
+def count_by_batch(table):
+    """{batch: rows} over every ready pod of the tenant (a read does not fan out across pods)."""
+    total = {}
+    for p in tenant_pods():
+        if not pod_ready(p):
+            raise Fail(f"{p['metadata']['name']} is not ready")
+        base = ACC.pod(p)
+        if table not in tables(base):
+            continue
+        for r in sql_rows(base, f"SELECT b, count() AS n FROM {table} GROUP BY b"):
+            total[int(r["b"])] = total.get(int(r["b"]), 0) + int(r["n"])
+    return total
+
+
+class Writer(threading.Thread):
+    """Writes batches of `size` points through the tenant's Service until stopped. Each batch has its
+    own id (field b) and unique timestamps. 204 = acknowledged: must be present exactly once.
+    Anything else (5xx, refused, reset, timeout) = in doubt: present once or absent, never twice."""
+
+    def __init__(self, name, size=200, pause=0.02):
+        super().__init__(daemon=True)
+        self.table = f"{DB}_autogen_{name}"
+        self.measurement, self.size, self.pause = name, size, pause
+        self.acked, self.doubt, self.refused = [], [], []
+        self.stop_ = threading.Event()
+        self.next = 0
+        self.t0 = (int(time.time()) - 3600) * 10**9 + random.randrange(10**9)  # recent: within every TTL
+
+    def body(self, b):
+        return "\n".join(f"{self.measurement},w=e2e b={b}i,i={j}i {self.t0 + b * self.size + j}"
+                         for j in range(self.size))
+
+    def run(self):
+        while not self.stop_.is_set():
+            b = self.next
+            self.next += 1
+            try:
+                status, answer = write(ACC.service(), self.body(b))
+                if status == 204:
+                    self.acked.append(b)
+                elif status == 503 or status >= 500:
+                    self.doubt.append(b)
+                else:
+                    self.refused.append((b, status, answer[:200].decode(errors="replace"), time.strftime("%H:%M:%S")))
+            except (OSError, http.client.HTTPException, Fail):
+                self.doubt.append(b)
+                time.sleep(0.2)
+            time.sleep(self.pause)
+
+    def stop(self):
+        self.stop_.set()
+        self.join(timeout=30)
+
+    def verify(self, timeout=120):
+        """Waits until every acknowledged batch is queryable, then checks exactness."""
+        if self.refused:
+            raise Fail(f"writes refused with 4xx: {self.refused[:5]}")
+        if len(self.acked) < 10:
+            raise Fail(f"only {len(self.acked)} batches acknowledged")
+
+        def complete():
+            c = count_by_batch(self.table)
+            missing = [b for b in self.acked if c.get(b, 0) < self.size]
+            if missing:
+                raise Fail(f"{len(missing)} acknowledged batches not (yet) complete, e.g. {missing[:5]}")
+            return c
+        c = wait_for(f"all acknowledged points of {self.table}", complete, timeout, interval=2)
+        acked, doubt = set(self.acked), set(self.doubt)
+        bad = {b: n for b, n in c.items() if (b in acked and n != self.size)
+               or (b in doubt and n not in (0, self.size)) or (b not in acked and b not in doubt)}
+        if bad:
+            raise Fail(f"wrong row counts per batch (want {self.size} for acknowledged, 0 or {self.size} "
+                       f"for in-doubt, none otherwise): {dict(list(bad.items())[:10])}")
+        rows = sum(c.values())
+        present_doubt = sum(1 for b in doubt if c.get(b))
+        return (f"{len(acked)} batches ({len(acked) * self.size} points) acknowledged, all present exactly once; "
+                f"{len(doubt)} in doubt ({present_doubt} present); {rows} rows")
+
+
+# --- scenarios ----------------------------------------------------------------------------------
+
+SCENARIOS = []
+
+
+def scenario(fn):
+    SCENARIOS.append(fn)
+    return fn
+
+
+def helm_values(tag):
+    return ["--set", f"image.repository={OP_IMAGE}", "--set", f"image.tag={tag}",
+            "--set", f"serverImage.repository={SERVER_IMAGE}", "--set", f"serverImage.tag={tag}",
+            "--set", f"operator.watchNamespace={NS}", "--set", f"test.image={TEST_IMAGE}"]
+
+
+@scenario
+def helm_install():
+    """helm install --dry-run=server against the API server, then install, wait, and helm test."""
+    for ns in (NS, OP_NS):  # a server-side dry run needs the namespaces to exist
+        k("create", "namespace", ns, check=False)
+    # Helm installs crds/ only when the CRD is absent and never upgrades it: bring an existing one
+    # (an earlier run, the operator's tests) up to this checkout's, as users do on upgrade.
+    if kget("crd", "ingesttenants.sluice.dev", ns="default"):
+        k("apply", "--server-side", "--force-conflicts", "-f", os.path.join(CHART, "crds", "ingesttenant.yaml"))
+    out = helm("install", RELEASE, CHART, "-n", OP_NS, "--create-namespace", "--dry-run=server", *helm_values(TAG))
+    for kind in ("Deployment", "ServiceAccount", "Role", "RoleBinding"):
+        if f"kind: {kind}" not in out:
+            raise Fail(f"--dry-run=server rendered no {kind}")
+    helm("install", RELEASE, CHART, "-n", OP_NS, "--create-namespace", "--wait", "--timeout", "5m", *helm_values(TAG))
+    crd = kj("get", "crd", "ingesttenants.sluice.dev")
+    if not any(c["type"] == "Established" and c["status"] == "True" for c in crd["status"]["conditions"]):
+        raise Fail("CRD not established")
+    dep = kj("-n", OP_NS, "get", "deployment", f"{RELEASE}-operator")
+    if dep["status"].get("readyReplicas") != 2:
+        raise Fail(f"operator not ready: {dep['status']}")
+    lease = wait_for("the leader Lease", lambda: (kget("lease", dep["metadata"]["name"], OP_NS) or {}).get("spec", {}).get("holderIdentity"), 60)
+    out = helm("test", RELEASE, "-n", OP_NS, "--timeout", "3m", "--logs")
+    if "all checks passed" not in out:
+        raise Fail(f"helm test: {out[-1000:]}")
+    return f"operator 2/2 ready, leader {lease}; helm test passed"
+
+
+@scenario
+def tenant_becomes_ready():
+    """Apply a tenant and wait for its Ready condition."""
+    apply(tenant_manifest())
+    wait_tenant_ready(timeout=300)
+    objs = {kind: bool(kget(kind, name)) for kind, name in [
+        ("configmap", f"{TENANT}-config"), ("service", TENANT), ("service", f"{TENANT}-headless"),
+        ("statefulset", TENANT), ("poddisruptionbudget", TENANT), ("pvc", f"data-{TENANT}-0")]}
+    if not all(objs.values()):
+        raise Fail(f"missing objects: {objs}")
+    # a new Service: kube-proxy may need a moment
+    status = wait_for("/ping through the Service", lambda: req("GET", ACC.service(), "/ping")[0], 60)
+    if status != 204:
+        raise Fail(f"/ping answered {status}")
+    return "Ready; ConfigMap, Services, StatefulSet, PDB, PVC present; /ping 204 through the Service"
+
+
+@scenario
+def write_and_read_back():
+    """Line protocol (v1, v2, two policies) and msgpack through the Service; exact counts and values."""
+    svc = ACC.service()
+    n = 1000
+    # Timestamps an hour ago: the tables' TTL (the policies' durations) drops older rows.
+    t0 = int(time.time()) - 3600
+    lp = "\n".join(f"lp,host=h{i % 10},region=eu\\ west v={i * 0.5},n={i}i,s=\"s{i}\",ok={'true' if i % 2 else 'false'} "
+                   f"{t0 + i}" for i in range(n))
+    st, body = write(svc, lp, precision="s")
+    if st != 204:
+        raise Fail(f"line protocol write answered {st}: {body!r}")
+    st, body = write(svc, f"lp,host=raw v=1 {t0}\nlp,host=raw v=2 {t0 + 1}", rp="raw", precision="s", v2=True)
+    if st != 204:
+        raise Fail(f"v2 write to {DB}/raw answered {st}: {body!r}")
+    m = 500
+    msg = [{"measurement": "mp", "tags": {"host": "m1"}, "timestamps": list(range(t0 * 1000, t0 * 1000 + m)),
+            "fields": {"x": [i * 0.25 for i in range(m)], "y": list(range(m)),
+                       "z": [None if i % 5 == 0 else f"z{i}" for i in range(m)]}},
+           {"measurement": "mp", "tags": {"host": "m2"}, "timestamps": [t0 * 1000], "fields": {"y": [-7]}}]
+    st, body = write(svc, mp(msg), precision="ms", content_type="application/msgpack")
+    if st != 204:
+        raise Fail(f"msgpack write answered {st}: {body!r}")
+    st, body = write(svc, "nope v=1", db="absent")
+    if st != 404:
+        raise Fail(f"write to an unknown database answered {st} (autoCreateDatabases is false)")
+
+    def lp_ok():
+        r = sql_rows(svc, f"SELECT count() AS c, sum(n) AS sn, sum(v) AS sv, countIf(ok) AS t, "
+                          f"uniqExact(series_id) AS series, min(time) AS t0, max(s) AS smax FROM {DB}_autogen_lp")[0]
+        if int(r["c"]) != n:
+            raise Fail(f"{r['c']} rows of {n}")
+        return r
+    r = wait_for("line protocol rows", lp_ok, 60)
+    want = {"sn": sum(range(n)), "sv": sum(i * 0.5 for i in range(n)), "t": n // 2, "series": 10}
+    got = {"sn": int(r["sn"]), "sv": float(r["sv"]), "t": int(r["t"]), "series": int(r["series"])}
+    if got != want or not r["t0"].startswith(time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t0))):
+        raise Fail(f"line protocol values: got {got} t0={r['t0']}, want {want}")
+    tags = wait_for("the series dimension rows", lambda: sql_rows(
+        svc, "SELECT DISTINCT tags['region'] AS region FROM sluice_series WHERE measurement = 'lp' AND mapContains(tags, 'region')"), 30)
+    if [t["region"] for t in tags] != ["eu west"]:
+        raise Fail(f"escaped tag value read back as {tags}")
+    raw = wait_for(f"{DB}_raw_lp", lambda: [r for r in sql_rows(svc, f"SELECT sum(v) AS s FROM {DB}_raw_lp") if r["s"]], 30)
+    if float(raw[0]["s"]) != 3.0:
+        raise Fail(f"{DB}_raw_lp: {raw}")
+
+    def mp_ok():
+        r = sql_rows(svc, f"SELECT count() AS c, sum(y) AS sy, sum(x) AS sx, countIf(z IS NULL) AS zn FROM {DB}_autogen_mp")[0]
+        if int(r["c"]) != m + 1:
+            raise Fail(f"{r['c']} msgpack rows of {m + 1}")
+        return r
+    r = wait_for("msgpack rows", mp_ok, 60)
+    if (int(r["sy"]), float(r["sx"]), int(r["zn"])) != (sum(range(m)) - 7, sum(i * 0.25 for i in range(m)), m // 5 + 1):
+        raise Fail(f"msgpack values: {r}")
+    return f"{n} line-protocol points (v1), 2 (v2, rp raw), {m + 1} msgpack points read back exactly; unknown db 404"
+
+
+def metric_names(text):
+    return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")}
+
+
+# Counters with labels appear in /metrics only once something was counted; a healthy run has no
+# flush failures or backpressure.
+ONLY_AFTER_TROUBLE = {"sluice_flush_failures_total", "sluice_backpressure_total", "sluice_chdb_errors_total",
+                      "sluice_operator_reconcile_errors_total"}
+
+
+@scenario
+def monitoring_follows_the_api():
+    """The server's and operator's /metrics have every metric the alerts and dashboard use; with the
+    Prometheus Operator's CRDs present, helm upgrade adds the PodMonitors and the PrometheusRule."""
+    rules = open(os.path.join(CHART, "files", "alerts.yaml")).read()
+    dash = open(os.path.join(CHART, "files", "dashboard.json")).read()
+    used = set(re.findall(r"\bsluice_[a-z_]+", rules + dash))
+    used = {re.sub(r"_(bucket|count|sum)$", "", m) for m in used if not m.startswith("sluice_tenant_")}
+    pod = tenant_pods()[0]
+    base = ACC.pod(pod)
+    write(base, "bad line without fields")              # sluice_points_rejected_total{reason}
+    st, text = req("GET", base, "/metrics")
+    exported = metric_names(text.decode())
+    # Every operator pod: the leader has counted reconciles and applies, a standby has not.
+    for op in kj("-n", OP_NS, "get", "pods", "-l", "app.kubernetes.io/name=sluice-operator")["items"]:
+        if not pod_ready(op):
+            continue
+        if ACCESS == "direct":
+            _, optext = req("GET", f"http://{op['status']['podIP']}:8080", "/metrics")
+        else:
+            optext = sh(KUBECTL + ["get", "--raw", f"/api/v1/namespaces/{OP_NS}/pods/{op['metadata']['name']}:8080/proxy/metrics"]).stdout.encode()
+        exported |= metric_names(optext.decode())
+    exported = {re.sub(r"_(bucket|count|sum)$", "", m) for m in exported}
+    missing = sorted(used - exported - ONLY_AFTER_TROUBLE)
+    if missing:
+        raise Fail(f"alerts/dashboard use metrics no pod exports: {missing}")
+    detail = f"{len(used)} metric names used by alerts and dashboard, all exported ({len(used & ONLY_AFTER_TROUBLE)} only after trouble)"
+    if not MONITORING_CRDS:
+        return detail + "; no Prometheus Operator CRDs available: PodMonitor/PrometheusRule not checked"
+    for kind in ("podmonitors", "prometheusrules"):
+        name = f"{kind}.monitoring.coreos.com"
+        if not kget("crd", name, ns="default"):
+            k("apply", "--server-side", "-f", os.path.join(MONITORING_CRDS, f"monitoring.coreos.com_{kind}.yaml"))
+            INSTALLED_CRDS.append(name)
+        k("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    ops_before = {p["metadata"]["uid"] for p in kj("-n", OP_NS, "get", "pods", "-l", "app.kubernetes.io/name=sluice-operator")["items"]}
+    helm("upgrade", RELEASE, CHART, "-n", OP_NS, "--wait", "--timeout", "3m", *helm_values(TAG))
+    pms = kj("-n", OP_NS, "get", "podmonitors")["items"]
+    prs = kj("-n", OP_NS, "get", "prometheusrules")["items"]
+    if len(pms) != 2 or len(prs) != 1:
+        raise Fail(f"with the monitoring API: {len(pms)} PodMonitors, {len(prs)} PrometheusRules")
+    ops_after = {p["metadata"]["uid"] for p in kj("-n", OP_NS, "get", "pods", "-l", "app.kubernetes.io/name=sluice-operator")["items"]}
+    if ops_after != ops_before:
+        raise Fail("a helm upgrade that only adds monitoring objects restarted the operator")
+    groups = prs[0]["spec"]["groups"]
+    promtool = shutil.which("promtool")
+    if promtool:
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            json.dump({"groups": groups}, f)  # YAML is a superset of JSON
+            f.flush()
+            sh([promtool, "check", "rules", f.name])
+    alerts = sum(1 for g in groups for r in g["rules"] if "alert" in r)
+    return (detail + f"; CRDs present: helm upgrade added 2 PodMonitors and a PrometheusRule ({alerts} alerts"
+            + (", promtool check ok" if promtool else "") + "), operator pods kept")
+
+
+def kill_pod(pod):
+    """SIGKILL the server process through the node's containerd; else a forced delete."""
+    _, _, cid = pod_state(pod)
+    if CTR and cid:
+        sh(CTR + ["task", "kill", "--signal", "SIGKILL", cid.split("://", 1)[-1]])
+        return "SIGKILL"
+    k("-n", NS, "delete", "pod", pod["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
+    return "forced delete"
+
+
+@scenario
+def kill_pod_while_writing():
+    """Kill the server pod while a writer runs; every acknowledged point is there afterwards."""
+    w = Writer("killed")
+    w.start()
+    wait_for("acknowledged writes", lambda: len(w.acked) >= 20, 60)
+    pod = tenant_pods()[0]
+    uid, restarts, _ = pod_state(pod)
+    how = kill_pod(pod)
+    acked_at_kill = len(w.acked)
+    log(f"killed {pod['metadata']['name']} ({how}) after {acked_at_kill} acknowledged batches")
+    wait_for("the pod to restart", lambda: (lambda p: p and pod_state(p[0])[:2] != (uid, restarts))(tenant_pods()), 120)
+    wait_tenant_ready(timeout=240)
+    wait_for("writes acknowledged after the restart", lambda: len(w.acked) >= acked_at_kill + 20, 120)
+    w.stop()
+    return f"{how}; " + w.verify()
+
+
+@scenario
+def scale_up_pods_follow():
+    """kubectl scale ingesttenant --replicas=2: the StatefulSet and pods follow."""
+    k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=2")
+    wait_tenant_ready(timeout=300, replicas=2)
+    sts = kget("statefulset", TENANT)
+    sel = (kget("ingesttenant", TENANT).get("status") or {}).get("selector")
+    if sts["spec"]["replicas"] != 2 or not sel:
+        raise Fail(f"StatefulSet replicas {sts['spec']['replicas']}, /scale selector {sel!r}")
+    return f"2/2 pods ready ({', '.join(p['metadata']['name'] for p in tenant_pods())})"
+
+
+@scenario
+def pool_change_rolls_without_loss():
+    """Change the pool size under load: new config hash, pods replaced one by one, nothing lost."""
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in tenant_pods()}
+    cm_before = kget("configmap", f"{TENANT}-config")["data"]["sluice.toml"]
+    w = Writer("rolled")
+    w.start()
+    wait_for("acknowledged writes", lambda: len(w.acked) >= 20, 60)
+    patch_tenant({"spec": {"pool": {"connections": 2, "flushWorkers": 2}}})
+    least_ready = [len(before)]
+
+    def replaced():
+        pods = tenant_pods()
+        least_ready[0] = min(least_ready[0], sum(1 for p in pods if pod_ready(p)))
+        return len(pods) == len(before) and all(
+            p["metadata"]["name"] in before and p["metadata"]["uid"] != before[p["metadata"]["name"]] for p in pods)
+    wait_for("every pod replaced", replaced, 360, interval=0.5)
+    if least_ready[0] < 1:
+        raise Fail("every pod was down at once during the rollout")
+    wait_tenant_ready(timeout=300)
+    n0 = len(w.acked)
+    wait_for("writes after the rollout", lambda: len(w.acked) >= n0 + 20, 120)
+    w.stop()
+    cm = kget("configmap", f"{TENANT}-config")["data"]["sluice.toml"]
+    if cm == cm_before or "flush_workers = 2" not in cm:
+        raise Fail(f"config not updated: {cm}")
+    return f"config hash changed, pods replaced one at a time (>= {least_ready[0]} ready throughout); " + w.verify()
+
+
+@scenario
+def add_database_and_retention_policy():
+    """Add a database (with two policies) and a policy to the existing one: their tables appear."""
+    svc = ACC.service()
+    st, _ = write(svc, "cpu v=1", db="metrics")
+    if st != 404:
+        raise Fail(f"write to the not-yet-declared database answered {st}")
+    t = kget("ingesttenant", TENANT)
+    dbs = t["spec"]["databases"]
+    dbs[0]["retentionPolicies"].append({"name": "week", "duration": "1w"})
+    dbs.append({"name": "metrics", "retentionPolicies": [
+        {"name": "autogen", "duration": "90d", "default": True}, {"name": "short", "duration": "1d"}]})
+    patch_tenant({"spec": {"databases": dbs}})
+    wait_for("the rollout to start", lambda: (kget("statefulset", TENANT)["status"].get("updateRevision")
+                                              != kget("statefulset", TENANT)["status"].get("currentRevision")) or
+             "metrics" in kget("configmap", f"{TENANT}-config")["data"]["sluice.toml"], 60)
+    wait_tenant_ready(timeout=360)
+    written = {}
+    for p in tenant_pods():  # each pod must know the new policies
+        base = ACC.pod(p)
+        for db, rp in (("metrics", None), ("metrics", "short"), (DB, "week")):
+            st, body = write(base, f"cpu,pod={p['metadata']['name']} v=1", db=db, rp=rp)
+            if st != 204:
+                raise Fail(f"{p['metadata']['name']}: write to {db}/{rp} answered {st}: {body!r}")
+            written[p["metadata"]["name"]] = base
+    want = {"metrics_autogen_cpu", "metrics_short_cpu", f"{DB}_week_cpu"}
+    for name, base in written.items():
+        wait_for(f"tables on {name}", lambda: want <= tables(base) or None, 60)
+        st, body = req("GET", base, "/query?q=" + urllib.parse.quote("SHOW RETENTION POLICIES ON metrics"))
+        names = [v[0] for v in json.loads(body)["results"][0]["series"][0]["values"]]
+        if st != 200 or sorted(names) != ["autogen", "short"]:
+            raise Fail(f"SHOW RETENTION POLICIES ON metrics: {st} {body[:300]!r}")
+    return f"tables {sorted(want)} on {len(written)} pods; SHOW RETENTION POLICIES lists autogen, short"
+
+
+@scenario
+def operator_pod_deleted_tenant_untouched():
+    """Delete the operator pods: the new ones take over and no tenant pod restarts."""
+    pods_before = {p["metadata"]["name"]: pod_state(p)[:2] for p in tenant_pods()}
+    sts_before = kget("statefulset", TENANT)["metadata"]
+    dep = f"{RELEASE}-operator"
+    lease_before = kget("lease", dep, OP_NS)["spec"]
+    ops = kj("-n", OP_NS, "get", "pods", "-l", "app.kubernetes.io/name=sluice-operator")["items"]
+    old = {p["metadata"]["name"] for p in ops}
+    k("-n", OP_NS, "delete", "pod", "-l", "app.kubernetes.io/name=sluice-operator", "--wait=false")
+
+    def new_leader():
+        h = kget("lease", dep, OP_NS)["spec"].get("holderIdentity")
+        pods = kj("-n", OP_NS, "get", "pods", "-l", "app.kubernetes.io/name=sluice-operator")["items"]
+        ready = [p["metadata"]["name"] for p in pods if pod_ready(p) and p["metadata"]["name"] not in old]
+        return h if h in ready and len(ready) == 2 else None
+    leader = wait_for("a new operator leader", new_leader, 180, interval=2)
+    # The new leader reconciles every tenant at start; give it time to (not) act, then poke it.
+    k("-n", NS, "annotate", "ingesttenant", TENANT, f"e2e/poke={time.time()}", "--overwrite")
+    time.sleep(20)
+    pods_after = {p["metadata"]["name"]: pod_state(p)[:2] for p in tenant_pods()}
+    sts_after = kget("statefulset", TENANT)["metadata"]
+    if pods_after != pods_before:
+        raise Fail(f"tenant pods changed: {pods_before} -> {pods_after}")
+    if sts_after["generation"] != sts_before["generation"]:
+        raise Fail(f"StatefulSet generation moved {sts_before['generation']} -> {sts_after['generation']}")
+    tenant_ready()
+    return (f"leader {lease_before.get('holderIdentity')} -> {leader}; {len(pods_before)} tenant pods kept their "
+            f"UIDs and restart counts; StatefulSet generation {sts_after['generation']} unchanged")
+
+
+@scenario
+def scale_down_pods_follow():
+    """kubectl scale back to 1: the second pod goes, its volume stays (whenScaled: Retain)."""
+    k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=1")
+    wait_for("one pod left", lambda: len(tenant_pods()) == 1, 180, interval=2)
+    wait_tenant_ready(timeout=180, replicas=1)
+    if not kget("pvc", f"data-{TENANT}-1"):
+        raise Fail(f"data-{TENANT}-1 was deleted on scale-down")
+    return f"1 pod; PVC data-{TENANT}-1 kept"
+
+
+@scenario
+def helm_upgrade_new_image_tag():
+    """helm upgrade the operator to a new image tag (tenant pods untouched), then move the tenant to
+    the new server tag under load (rolled, nothing lost)."""
+    pods_before = {p["metadata"]["name"]: pod_state(p)[:2] for p in tenant_pods()}
+    helm("upgrade", RELEASE, CHART, "-n", OP_NS, "--wait", "--timeout", "5m", *helm_values(TAG2))
+    dep = kj("-n", OP_NS, "get", "deployment", f"{RELEASE}-operator")
+    img = dep["spec"]["template"]["spec"]["containers"][0]["image"]
+    wait_for("operator pods on the new tag", lambda: all(
+        p["spec"]["containers"][0]["image"] == f"{OP_IMAGE}:{TAG2}" and pod_ready(p)
+        for p in kj("-n", OP_NS, "get", "pods", "-l", "app.kubernetes.io/name=sluice-operator")["items"]
+        if not p["metadata"].get("deletionTimestamp")), 180, interval=2)
+    time.sleep(10)
+    if {p["metadata"]["name"]: pod_state(p)[:2] for p in tenant_pods()} != pods_before:
+        raise Fail("the operator upgrade restarted tenant pods")
+    w = Writer("upgraded")
+    w.start()
+    wait_for("acknowledged writes", lambda: len(w.acked) >= 20, 60)
+    patch_tenant({"spec": {"image": f"{SERVER_IMAGE}:{TAG2}"}})
+    wait_for("server pod on the new tag", lambda: all(
+        p["spec"]["containers"][0]["image"] == f"{SERVER_IMAGE}:{TAG2}" for p in tenant_pods()), 240, interval=2)
+    wait_tenant_ready(timeout=300)
+    n0 = len(w.acked)
+    wait_for("writes after the upgrade", lambda: len(w.acked) >= n0 + 20, 120)
+    w.stop()
+    rev = helm("history", RELEASE, "-n", OP_NS, "--max", "1", "-o", "json")
+    return f"operator {img} (revision {json.loads(rev)[-1]['revision']}), tenant pods kept; server {SERVER_IMAGE}:{TAG2}: " + w.verify()
+
+
+@scenario
+def uninstall_keeps_volumes():
+    """Delete the tenant and uninstall the chart: the PVCs (Retain) and the CRD stay; re-installing
+    and re-creating the tenant finds the data."""
+    base = ACC.service()
+    before = int(sql_rows(base, f"SELECT count() AS c FROM {DB}_autogen_lp")[0]["c"])
+    pvcs = sorted(p["metadata"]["name"] for p in kj("-n", NS, "get", "pvc")["items"])
+    k("-n", NS, "delete", "ingesttenant", TENANT, "--timeout=120s")
+    wait_for("tenant pods gone", lambda: not tenant_pods(), 180, interval=2)
+    helm("uninstall", RELEASE, "-n", OP_NS, "--wait", "--timeout", "3m")
+    after = sorted(p["metadata"]["name"] for p in kj("-n", NS, "get", "pvc")["items"])
+    if after != pvcs or not pvcs:
+        raise Fail(f"PVCs before {pvcs}, after {after}")
+    if not kget("crd", "ingesttenants.sluice.dev", ns=OP_NS):
+        raise Fail("the CRD went with the release")
+    owned = [p["metadata"]["name"] for p in kj("-n", NS, "get", "pvc")["items"] if p["metadata"].get("ownerReferences")]
+    if owned:
+        raise Fail(f"retained PVCs still have owners (garbage collection would delete them): {owned}")
+    helm("install", RELEASE, CHART, "-n", OP_NS, "--wait", "--timeout", "5m", *helm_values(TAG2))
+    apply(tenant_manifest(image=f"{SERVER_IMAGE}:{TAG2}"))
+    ACC.reset()  # a new Service, a new ClusterIP
+    wait_tenant_ready(timeout=300)
+    # kube-proxy may need a moment for the new Service
+    again = wait_for("a query through the new Service", lambda: sql_rows(
+        ACC.service(), f"SELECT count() AS c FROM {DB}_autogen_lp"), 60)
+    again = int(again[0]["c"])
+    if again != before:
+        raise Fail(f"re-created tenant sees {again} rows of {before}")
+    return f"PVCs {pvcs} and the CRD survived uninstall; re-created tenant reads its {before} rows"
+
+
+def cleanup():
+    log("cleanup: tenant, namespace, release, volumes")
+    ACC.reset()
+    sh(KUBECTL + ["-n", NS, "patch", "ingesttenant", TENANT, "--type", "merge", "-p",
+                  '{"spec":{"storage":{"reclaimPolicy":"Delete"}}}'], check=False)
+    sh(KUBECTL + ["-n", NS, "delete", "ingesttenant", "--all", "--timeout=120s"], check=False, timeout=150)
+    # Without a running operator the finalizer cannot run: drop it so the namespace can go.
+    for t in (kj("-n", NS, "get", "ingesttenant", check=False) or {}).get("items", []):
+        sh(KUBECTL + ["-n", NS, "patch", "ingesttenant", t["metadata"]["name"], "--type", "json", "-p",
+                      '[{"op":"remove","path":"/metadata/finalizers"}]'], check=False)
+    sh(HELM + ["uninstall", RELEASE, "-n", OP_NS, "--wait", "--timeout", "2m"], check=False, timeout=150)
+    sh(KUBECTL + ["delete", "namespace", NS, OP_NS, "--timeout=180s"], check=False, timeout=200)
+    for crd in INSTALLED_CRDS:
+        sh(KUBECTL + ["delete", "crd", crd, "--timeout=60s"], check=False, timeout=90)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", help="comma-separated scenario names (they still need what earlier ones set up)")
+    ap.add_argument("--keep", action="store_true", help="leave everything in place")
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args()
+    if a.list:
+        for s in SCENARIOS:
+            print(f"{s.__name__:40} {s.__doc__.strip().splitlines()[0]}")
+        return 0
+    chosen = [s for s in SCENARIOS if not a.only or s.__name__ in a.only.split(",")]
+    log(f"access {ACCESS}; kill via {'SIGKILL (' + ' '.join(CTR) + ')' if CTR else 'forced delete'}; "
+        f"images {OP_IMAGE}:{TAG}/{TAG2}, {SERVER_IMAGE}:{TAG}/{TAG2}")
+    # A previous run that was interrupted: start clean.
+    if not a.only and (kget("namespace", NS, ns="default") or sh(HELM + ["status", RELEASE, "-n", OP_NS], check=False).returncode == 0):
+        cleanup()
+    results, t_all, failed = [], time.monotonic(), None
+    for s in chosen:
+        log(f"--- {s.__name__}: {s.__doc__.strip().splitlines()[0]}")
+        t0 = time.monotonic()
+        try:
+            detail = s()
+            outcome = "ok"
+        except Exception as e:  # noqa: BLE001 - report every failure the same way
+            detail, outcome, failed = f"{type(e).__name__}: {e}", "FAILED", s.__name__
+            if not isinstance(e, Fail):
+                traceback.print_exc()
+        dt = time.monotonic() - t0
+        results.append({"scenario": s.__name__, "seconds": round(dt, 1), "outcome": outcome, "detail": detail})
+        log(f"{outcome} {s.__name__} ({dt:.1f}s): {detail}")
+        if failed:
+            diagnostics()
+            break
+    total = time.monotonic() - t_all
+    print("\nscenario                                  seconds  outcome")
+    for r in results:
+        print(f"{r['scenario']:40} {r['seconds']:8.1f}  {r['outcome']}")
+    print(f"{'total':40} {total:8.1f}")
+    if os.environ.get("SLUICE_E2E_RESULTS"):
+        json.dump({"results": results, "seconds": round(total, 1)}, open(os.environ["SLUICE_E2E_RESULTS"], "w"), indent=2)
+    if not a.keep:
+        cleanup()
+    ACC.reset()
+    return 1 if failed else 0
+
+
+def diagnostics():
+    for cmd in (["-n", NS, "get", "ingesttenant,statefulset,pods,pvc", "-o", "wide"],
+                ["-n", NS, "describe", "ingesttenant", TENANT],
+                ["-n", OP_NS, "get", "pods", "-o", "wide"],
+                ["-n", OP_NS, "logs", "-l", "app.kubernetes.io/name=sluice-operator", "--tail=40", "--prefix"],
+                ["-n", NS, "logs", "-l", "app.kubernetes.io/name=sluice-server", "--tail=30", "--prefix"],
+                ["-n", NS, "get", "events", "--sort-by=.lastTimestamp"]):
+        r = sh(KUBECTL + cmd, check=False, timeout=60)
+        print(f"$ kubectl {' '.join(cmd)}\n{r.stdout[-4000:]}{r.stderr[-1000:]}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
