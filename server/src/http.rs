@@ -121,29 +121,48 @@ enum BodyError {
     Read(String),
 }
 
+/// Most of a refused body read and thrown away before answering, so that a client still sending
+/// it gets the 413 instead of a broken pipe; beyond this the connection is simply closed.
+const DRAIN_LIMIT: u64 = 16 << 20;
+
 /// Reads the body, refusing more than `limit` bytes as soon as it is exceeded.
 async fn read_body(body: Body, headers: &HeaderMap, limit: u64) -> Result<Bytes, BodyError> {
+    let mut body = body;
     if let Some(len) = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
     {
         if len > limit {
+            if len <= DRAIN_LIMIT {
+                drain(&mut body, DRAIN_LIMIT).await;
+            }
             return Err(BodyError::TooLarge);
         }
     }
-    let mut body = body;
     let mut buf = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
         if let Ok(data) = frame.into_data() {
             if (buf.len() + data.len()) as u64 > limit {
+                drain(&mut body, DRAIN_LIMIT).await;
                 return Err(BodyError::TooLarge);
             }
             buf.extend_from_slice(&data);
         }
     }
     Ok(Bytes::from(buf))
+}
+
+/// Reads and discards at most `cap` more bytes of `body`.
+async fn drain(body: &mut Body, cap: u64) {
+    let mut seen = 0u64;
+    while seen <= cap {
+        match body.frame().await {
+            Some(Ok(frame)) => seen += frame.data_ref().map_or(0, |d| d.len() as u64),
+            _ => break,
+        }
+    }
 }
 
 #[derive(Debug)]
