@@ -253,10 +253,13 @@ impl Harness {
     }
 
     /// Waits until this controller has run `n` more reconciles.
+    /// Waits until `n` more reconciles have *finished* (the duration histogram observes a
+    /// reconcile when it ends; the `reconciles` counter counts starts, so waiting on it races
+    /// with the reconcile's own applies).
     async fn wait_reconciles(&self, n: u64) {
-        let target = self.metrics.reconciles.get() + n;
+        let target = self.metrics.duration.get_sample_count() + n;
         wait_for(&format!("{n} reconciles"), || async {
-            (self.metrics.reconciles.get() >= target).then_some(())
+            (self.metrics.duration.get_sample_count() >= target).then_some(())
         })
         .await;
     }
