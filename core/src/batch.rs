@@ -333,11 +333,14 @@ pub struct MeasurementBatch {
     /// Row series ids; each has a matching entry in `series`.
     pub series_id: Vec<u64>,
     /// Source line (line protocol) or object index (msgpack) of each row,
-    /// 1-based, so later stages can report errors against the input.
+    /// 1-based, so later stages can report errors against the input. Empty
+    /// in a batch read back from the log, which does not keep them.
     pub line: Vec<u32>,
     /// Field columns; each has exactly `len()` rows.
     pub fields: Vec<FieldColumn>,
-    /// The distinct series used by the rows, in order of first appearance.
+    /// The series first defined by this batch, in order of first appearance: every series of
+    /// its rows when decoded without a schema, only those the schema did not already know
+    /// otherwise ([`crate::SchemaLookup::known_series`]), and none once read back from the log.
     pub series: Vec<SeriesDef>,
 }
 
@@ -356,8 +359,6 @@ pub enum BatchError {
     DuplicateField(String),
     #[error("duplicate series id {0:#018x}")]
     DuplicateSeries(u64),
-    #[error("row {row} uses series id {id:#018x} which is not in the series list")]
-    UnknownSeries { row: usize, id: u64 },
 }
 
 impl MeasurementBatch {
@@ -449,7 +450,10 @@ impl MeasurementBatch {
             }
         };
         check("series_id", self.series_id.len())?;
-        check("line", self.line.len())?;
+        // Line numbers exist only while a request is answered (the log does not keep them).
+        if !self.line.is_empty() {
+            check("line", self.line.len())?;
+        }
         let mut names = HashSet::new();
         for col in &self.fields {
             check(&col.name, col.valid.len())?;
@@ -467,11 +471,6 @@ impl MeasurementBatch {
         for s in &self.series {
             if !ids.insert(s.id) {
                 return Err(BatchError::DuplicateSeries(s.id));
-            }
-        }
-        for (row, id) in self.series_id.iter().enumerate() {
-            if !ids.contains(id) {
-                return Err(BatchError::UnknownSeries { row, id: *id });
             }
         }
         Ok(())
@@ -582,12 +581,6 @@ mod tests {
 
     #[test]
     fn validate_catches_inconsistencies() {
-        let mut b = sample();
-        b.series_id[1] = 99;
-        assert!(matches!(
-            b.validate(),
-            Err(BatchError::UnknownSeries { row: 1, .. })
-        ));
         let mut b = sample();
         b.fields[0].valid.pop();
         assert!(matches!(b.validate(), Err(BatchError::RowCount { .. })));

@@ -37,6 +37,18 @@ impl ParseOptions {
 pub trait SchemaLookup {
     /// Stored type of `field` in `measurement`, if the field exists.
     fn field_type(&self, measurement: &str, field: &str) -> Option<FieldType>;
+
+    /// The id of the series whose line-protocol key (measurement and tags exactly as written,
+    /// escapes included) is `raw_key`, if the store has already recorded that series.
+    ///
+    /// Validating, unescaping, sorting and hashing a key the first time a body shows it costs
+    /// several times the rest of its line; with this answer the decoder skips all of it and
+    /// reports no [`crate::SeriesDef`] for the series. An implementation must therefore answer
+    /// only for keys a decoder accepted before (listed in [`ParsedBody::new_keys`]), with the
+    /// id it gave then, and only once the series is recorded.
+    fn known_series(&self, _raw_key: &[u8]) -> Option<u64> {
+        None
+    }
 }
 
 /// An empty schema: every field is new.
@@ -69,6 +81,18 @@ pub struct ParsedBody {
     pub errors: Vec<LineError>,
     /// Number of accepted points (rows over all batches).
     pub points: usize,
+    /// Series keys this decode validated itself (not answered by
+    /// [`SchemaLookup::known_series`]), by position in the body: what a caller remembers
+    /// so that the next body need not validate them again. Line protocol only.
+    pub new_keys: Vec<NewSeriesKey>,
+}
+
+/// A series key, `body[start..start + len]`, that resolved to series `id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewSeriesKey {
+    pub start: usize,
+    pub len: usize,
+    pub id: u64,
 }
 
 impl ParsedBody {

@@ -5,16 +5,14 @@
 //! tell a torn or corrupted record from a valid one; decoding never panics
 //! and never allocates more than the input can describe.
 //!
-//! # Format, version 1 (all integers little-endian)
+//! # Format, version 2 (all integers little-endian)
 //!
 //! ```text
-//! u8   version = 1
+//! u8   version = 2
 //! str  measurement                       (str = u32 byte length + UTF-8)
 //! u32  rows = n
 //! n × i64  time_ns
 //! n × u64  series_id
-//! n × u32  line
-//! u32  series count, then per series: u64 id, u32 tag count, tags as (str key, str value)
 //! u32  field count, then per field:
 //!      str  name
 //!      u8   type: 0 float, 1 integer, 2 unsigned, 3 string, 4 boolean
@@ -25,6 +23,12 @@
 //! u64  XXH3-64 (seed 0) of every preceding byte
 //! ```
 //!
+//! Version 1 also carried, after `series_id`, `n × u32` line numbers and the batch's series
+//! definitions (`u32` count, then per series `u64` id, `u32` tag count, tags as `str` pairs).
+//! Neither is needed once a write is durable (line numbers only answer the request; new series
+//! travel in the series-table entry of the same WAL write), and together they were a third of
+//! a typical entry, so version 2 drops them. Version 1 records still decode, with both.
+//!
 //! Nulls are stored as the type's default value (0, false, ""). A new
 //! layout must use a new version byte; `decode` keeps reading old ones.
 
@@ -34,7 +38,7 @@ use crate::batch::{
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Version byte written by [`encode`].
-pub const FORMAT_VERSION: u8 = 1;
+pub const FORMAT_VERSION: u8 = 2;
 
 /// Why bytes could not be decoded into a batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,28 +63,35 @@ pub enum CodecError {
     Inconsistent(#[from] BatchError),
 }
 
-/// Appends the encoding of `batch` to `out`.
+/// Appends the encoding of `batch` to `out`. Line numbers and series definitions are not
+/// encoded (see the module docs).
 ///
 /// The output is always decodable: if a hand-built batch violates the
 /// invariants of [`MeasurementBatch::validate`] (e.g. a short column), the
 /// missing rows are written as nulls rather than producing garbage.
 pub fn encode(batch: &MeasurementBatch, out: &mut Vec<u8>) {
+    encode_version(batch, out, FORMAT_VERSION);
+}
+
+fn encode_version(batch: &MeasurementBatch, out: &mut Vec<u8>, version: u8) {
     let start = out.len();
     let n = batch.len();
     out.reserve(encoded_size_hint(batch));
-    out.push(FORMAT_VERSION);
+    out.push(version);
     put_str(out, &batch.measurement);
     put_u32(out, n);
     put_fixed(out, &batch.time_ns, n, |v| v.to_le_bytes());
     put_fixed(out, &batch.series_id, n, |v| v.to_le_bytes());
-    put_fixed(out, &batch.line, n, |v| v.to_le_bytes());
-    put_u32(out, batch.series.len());
-    for s in &batch.series {
-        out.extend_from_slice(&s.id.to_le_bytes());
-        put_u32(out, s.tags.len());
-        for (k, v) in &s.tags {
-            put_str(out, k);
-            put_str(out, v);
+    if version == 1 {
+        put_fixed(out, &batch.line, n, |v| v.to_le_bytes());
+        put_u32(out, batch.series.len());
+        for s in &batch.series {
+            out.extend_from_slice(&s.id.to_le_bytes());
+            put_u32(out, s.tags.len());
+            for (k, v) in &s.tags {
+                put_str(out, k);
+                put_str(out, v);
+            }
         }
     }
     put_u32(out, batch.fields.len());
@@ -107,8 +118,9 @@ pub fn decode(bytes: &[u8]) -> Result<MeasurementBatch, CodecError> {
         return Err(CodecError::TooShort(bytes.len()));
     }
     let (payload, sum) = bytes.split_at(bytes.len() - 8);
-    if payload[0] != FORMAT_VERSION {
-        return Err(CodecError::UnsupportedVersion(payload[0]));
+    let version = payload[0];
+    if !matches!(version, 1 | 2) {
+        return Err(CodecError::UnsupportedVersion(version));
     }
     let mut stored = [0u8; 8];
     stored.copy_from_slice(sum);
@@ -117,30 +129,34 @@ pub fn decode(bytes: &[u8]) -> Result<MeasurementBatch, CodecError> {
     if stored != computed {
         return Err(CodecError::Checksum { stored, computed });
     }
-    decode_payload(&payload[1..])
+    decode_payload(&payload[1..], version)
 }
 
-/// Decodes the version-1 payload (after the version byte, before the
-/// checksum), validating every length, offset and string.
-fn decode_payload(payload: &[u8]) -> Result<MeasurementBatch, CodecError> {
+/// Decodes the payload (after the version byte, before the checksum),
+/// validating every length, offset and string.
+fn decode_payload(payload: &[u8], version: u8) -> Result<MeasurementBatch, CodecError> {
     let mut c = Cursor { buf: payload };
     let measurement = c.string("measurement")?;
     let n = c.u32("row count")? as usize;
     let time_ns = c.fixed(n, "timestamps", i64::from_le_bytes)?;
     let series_id = c.fixed(n, "series ids", u64::from_le_bytes)?;
-    let line = c.fixed(n, "line numbers", u32::from_le_bytes)?;
-
-    let series_count = c.count(8 + 4, "series count")?;
-    let mut series = Vec::with_capacity(series_count);
-    for _ in 0..series_count {
-        let id = c.u64("series id")?;
-        let tag_count = c.count(8, "tag count")?;
-        let mut tags = Vec::with_capacity(tag_count);
-        for _ in 0..tag_count {
-            tags.push((c.string("tag key")?, c.string("tag value")?));
+    let (line, series) = if version == 1 {
+        let line = c.fixed(n, "line numbers", u32::from_le_bytes)?;
+        let series_count = c.count(8 + 4, "series count")?;
+        let mut series = Vec::with_capacity(series_count);
+        for _ in 0..series_count {
+            let id = c.u64("series id")?;
+            let tag_count = c.count(8, "tag count")?;
+            let mut tags = Vec::with_capacity(tag_count);
+            for _ in 0..tag_count {
+                tags.push((c.string("tag key")?, c.string("tag value")?));
+            }
+            series.push(SeriesDef { id, tags });
         }
-        series.push(SeriesDef { id, tags });
-    }
+        (line, series)
+    } else {
+        (Vec::new(), Vec::new())
+    };
 
     let field_count = c.count(4 + 1, "field count")?;
     let mut fields = Vec::with_capacity(field_count);
@@ -201,18 +217,7 @@ fn encoded_size_hint(batch: &MeasurementBatch) -> usize {
                 }
         })
         .sum();
-    let series: usize = batch
-        .series
-        .iter()
-        .map(|s| {
-            12 + s
-                .tags
-                .iter()
-                .map(|(k, v)| 8 + k.len() + v.len())
-                .sum::<usize>()
-        })
-        .sum();
-    1 + 4 + batch.measurement.len() + 4 + 20 * n + 4 + series + 4 + fields + 8
+    1 + 4 + batch.measurement.len() + 4 + 16 * n + 4 + fields + 8
 }
 
 const fn type_code(ty: FieldType) -> u8 {
@@ -428,11 +433,23 @@ mod tests {
         out.batches.into_iter().next().unwrap()
     }
 
+    /// What the log keeps of a batch: everything but line numbers and series definitions.
+    fn durable(batch: &MeasurementBatch) -> MeasurementBatch {
+        let mut b = batch.clone();
+        b.line.clear();
+        b.series.clear();
+        b
+    }
+
     fn round_trip(batch: &MeasurementBatch) -> Vec<u8> {
         let mut buf = vec![0xAA]; // encode appends
         encode(batch, &mut buf);
         let enc = buf[1..].to_vec();
-        assert_eq!(decode(&enc).as_ref(), Ok(batch));
+        assert_eq!(decode(&enc), Ok(durable(batch)));
+        // Records written by version 1 still decode, with line numbers and series.
+        let mut v1 = Vec::new();
+        encode_version(batch, &mut v1, 1);
+        assert_eq!(decode(&v1).as_ref(), Ok(batch));
         enc
     }
 
@@ -517,9 +534,11 @@ mod tests {
         let mut enc = Vec::new();
         encode(&sample(), &mut enc);
         assert_eq!(decode(&[]), Err(CodecError::TooShort(0)));
-        let mut v2 = enc.clone();
-        v2[0] = 2;
-        assert_eq!(decode(&v2), Err(CodecError::UnsupportedVersion(2)));
+        for version in [0, 3, 255] {
+            let mut other = enc.clone();
+            other[0] = version;
+            assert_eq!(decode(&other), Err(CodecError::UnsupportedVersion(version)));
+        }
         let mut flipped = enc.clone();
         let mid = flipped.len() / 2;
         flipped[mid] ^= 1;
@@ -531,21 +550,32 @@ mod tests {
 
     #[test]
     fn every_truncation_is_an_error() {
-        let mut enc = Vec::new();
-        encode(&sample(), &mut enc);
-        for cut in 0..enc.len() {
-            assert!(decode(&enc[..cut]).is_err(), "cut {cut}");
-            // Also bypass the checksum to exercise the structural checks.
-            if (1..enc.len() - 8).contains(&cut) {
-                assert!(decode_payload(&enc[1..cut]).is_err(), "payload cut {cut}");
+        for version in [1, 2] {
+            let mut enc = Vec::new();
+            encode_version(&sample(), &mut enc, version);
+            for cut in 0..enc.len() {
+                assert!(decode(&enc[..cut]).is_err(), "cut {cut}");
+                // Also bypass the checksum to exercise the structural checks.
+                if (1..enc.len() - 8).contains(&cut) {
+                    assert!(
+                        decode_payload(&enc[1..cut], version).is_err(),
+                        "v{version} payload cut {cut}"
+                    );
+                }
             }
         }
     }
 
     #[test]
     fn corrupt_payloads_never_panic() {
+        for version in [1, 2] {
+            corrupt_payloads_of_version_never_panic(version);
+        }
+    }
+
+    fn corrupt_payloads_of_version_never_panic(version: u8) {
         let mut enc = Vec::new();
-        encode(&sample(), &mut enc);
+        encode_version(&sample(), &mut enc, version);
         let payload = &enc[1..enc.len() - 8];
         let mut seed: u64 = 0x0123_4567_89AB_CDEF;
         let mut next = || {
@@ -560,20 +590,20 @@ mod tests {
                 let i = (next() % p.len() as u64) as usize;
                 p[i] = next() as u8;
             }
-            if let Ok(b) = decode_payload(&p) {
+            if let Ok(b) = decode_payload(&p, version) {
                 b.validate().unwrap();
             }
             // Re-sealed with a valid checksum, the full decoder must agree.
-            let mut sealed = vec![FORMAT_VERSION];
+            let mut sealed = vec![version];
             sealed.extend_from_slice(&p);
             let sum = xxh3_64(&sealed);
             sealed.extend_from_slice(&sum.to_le_bytes());
-            assert_eq!(decode(&sealed).is_ok(), decode_payload(&p).is_ok());
+            assert_eq!(decode(&sealed).is_ok(), decode_payload(&p, version).is_ok());
         }
         for len in 0..200 {
             let noise: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             assert!(decode(&noise).is_err());
-            let _ = decode_payload(&noise);
+            let _ = decode_payload(&noise, version);
         }
     }
 
@@ -584,7 +614,7 @@ mod tests {
         p.extend_from_slice(&0u32.to_le_bytes());
         p.extend_from_slice(&u32::MAX.to_le_bytes());
         assert!(matches!(
-            decode_payload(&p),
+            decode_payload(&p, FORMAT_VERSION),
             Err(CodecError::Truncated { .. })
         ));
         let mut p = Vec::new();
@@ -592,7 +622,7 @@ mod tests {
         p.extend_from_slice(&0u32.to_le_bytes());
         p.extend_from_slice(&u32::MAX.to_le_bytes()); // series count
         assert!(matches!(
-            decode_payload(&p),
+            decode_payload(&p, 1),
             Err(CodecError::Truncated { .. })
         ));
     }

@@ -94,7 +94,7 @@ impl Default for PoolConfig {
         Self {
             connections: 2,
             flush_workers: 1,
-            max_points_per_batch: 200_000,
+            max_points_per_batch: 1_000_000,
             flush_interval: Duration::from_secs(1),
         }
     }

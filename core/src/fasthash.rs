@@ -23,7 +23,7 @@ fn process_seed() -> u64 {
 }
 
 /// Hasher for byte-slice keys.
-pub(crate) struct BytesHasher(u64);
+pub struct BytesHasher(u64);
 
 impl Hasher for BytesHasher {
     #[inline]
@@ -38,7 +38,7 @@ impl Hasher for BytesHasher {
 }
 
 #[derive(Clone, Copy)]
-pub(crate) struct BuildBytesHasher(u64);
+pub struct BuildBytesHasher(u64);
 
 impl Default for BuildBytesHasher {
     fn default() -> Self {

@@ -14,10 +14,12 @@ pub mod msgpack;
 pub mod names;
 pub mod precision;
 pub mod series;
+pub mod testdata;
 
 pub use batch::{
     BatchError, ColumnValues, FieldColumn, FieldType, MeasurementBatch, SeriesDef, StringColumn,
 };
-pub use body::{NoSchema, ParseOptions, ParsedBody, SchemaLookup};
+pub use body::{NewSeriesKey, NoSchema, ParseOptions, ParsedBody, SchemaLookup};
+pub use fasthash::BuildBytesHasher;
 pub use line_error::{LineError, LineErrorKind, Origin};
 pub use precision::{Precision, PrecisionError};

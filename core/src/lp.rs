@@ -42,7 +42,7 @@ mod scan;
 pub use crate::batch::{
     ColumnValues, FieldColumn, FieldType, MeasurementBatch, SeriesDef, StringColumn,
 };
-pub use crate::body::{NoSchema, ParseOptions, ParsedBody, SchemaLookup};
+pub use crate::body::{NewSeriesKey, NoSchema, ParseOptions, ParsedBody, SchemaLookup};
 pub use crate::line_error::{LineError, LineErrorKind, Origin};
 
 use crate::batch::FieldColumn as Column;
@@ -146,7 +146,11 @@ struct Parser<'a, 's> {
     undo: Option<Undo>,
     errors: Vec<LineError>,
     points: usize,
+    new_keys: Vec<NewSeriesKey>,
 }
+
+/// `SeriesSlot::pending` of a series the schema already knows: no definition to hand over.
+const NO_PENDING: usize = usize::MAX;
 
 impl<'a, 's> Parser<'a, 's> {
     fn new(body: &'a [u8], opts: &ParseOptions, schema: &'s dyn SchemaLookup) -> Self {
@@ -163,6 +167,7 @@ impl<'a, 's> Parser<'a, 's> {
             undo: None,
             errors: Vec::new(),
             points: 0,
+            new_keys: Vec::new(),
         }
     }
 
@@ -219,6 +224,7 @@ impl<'a, 's> Parser<'a, 's> {
             batches,
             errors: self.errors,
             points: self.points,
+            new_keys: self.new_keys,
         }
     }
 
@@ -311,13 +317,36 @@ impl<'a, 's> Parser<'a, 's> {
         let slot = match self.series.get(&RawKey(key)) {
             Some(slot) => *slot,
             None => {
-                let slot = self.resolve_series(key, start)?;
+                let slot = match self.schema.known_series(key) {
+                    Some(id) => self.known_slot(key, id, start)?,
+                    None => {
+                        let slot = self.resolve_series(key, start)?;
+                        self.new_keys.push(NewSeriesKey {
+                            start,
+                            len: key.len(),
+                            id: slot.id,
+                        });
+                        slot
+                    }
+                };
                 self.series.insert(RawKey(key), slot);
                 slot
             }
         };
         self.last_key = Some((key, slot));
         Ok(slot)
+    }
+
+    /// A key the schema vouches for (it was validated when first accepted): only its
+    /// measurement's batch is needed.
+    fn known_slot(&mut self, key: &'a [u8], id: u64, start: usize) -> Result<SeriesSlot, Fail> {
+        let m_end = scan::find_unescaped(key, b',', 0).unwrap_or(key.len());
+        let batch = self.batch_for(&key[..m_end], start)?;
+        Ok(SeriesSlot {
+            batch,
+            id,
+            pending: NO_PENDING,
+        })
     }
 
     /// First sight of a raw key in this body: validate and canonicalise.

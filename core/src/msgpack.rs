@@ -82,6 +82,7 @@ pub fn decode(body: &[u8], opts: &ParseOptions, schema: &dyn SchemaLookup) -> Pa
         batches,
         errors: d.errors,
         points: d.points,
+        new_keys: Vec::new(),
     }
 }
 

@@ -23,25 +23,8 @@ impl CommitObserver for NoObs {
     fn group_committed(&self, _: usize, _: u64, _: f64) {}
 }
 
-/// `cpu,host=host-N,region=rR,dc=dcD usage_user=..,usage_system=..,usage_idle=..,usage_iowait=..,usage_steal=.. TS`
-pub fn body(points: usize, series: usize, t0: i64) -> String {
-    let mut s = String::with_capacity(points * 140);
-    for i in 0..points {
-        let h = i % series;
-        let ts = t0 + (i / series) as i64 * 1_000_000_000;
-        let f = (i % 997) as f64 / 10.0;
-        s.push_str(&format!(
-            "cpu,dc=dc{},host=host-{h},region=r{} usage_user={f},usage_system={},usage_idle={},usage_iowait={},usage_steal={} {ts}\n",
-            h % 4,
-            h % 16,
-            f / 2.0,
-            100.0 - f,
-            f / 10.0,
-            f / 100.0
-        ));
-    }
-    s
-}
+/// The payload every benchmark measures (`sluice_core::testdata::cpu_body`).
+pub use sluice_core::testdata::cpu_body as body;
 
 /// Runs `f` until `budget` elapses (at least `min` times) and returns ns per point.
 fn measure(budget: Duration, min: usize, mut f: impl FnMut()) -> f64 {

@@ -15,6 +15,7 @@ use sluice_core::names::{quote_ident, quote_str, table_name, validate_name, Name
 use sluice_core::{FieldType, SchemaLookup};
 
 use crate::engine::{Engine, EngineError};
+use crate::series_cache::SeriesKeyCache;
 use crate::wal::Wal;
 
 /// The dimension table holding one row per series.
@@ -66,7 +67,13 @@ pub struct Catalog {
     /// Serialises DDL so that two requests adding the same field agree on its type.
     ddl: Mutex<()>,
     series: Mutex<HashSet<u64>>,
+    /// Raw keys of recorded series, so the parser can skip them (see `series_cache`).
+    series_keys: SeriesKeyCache,
 }
+
+/// Memory for remembered series keys: about 64 bytes per key of a typical agent, so about a
+/// million series.
+const SERIES_KEY_CACHE_BYTES: usize = 64 << 20;
 
 /// The field types a batch needs but a table does not have yet.
 pub struct SchemaChange {
@@ -205,6 +212,7 @@ impl Catalog {
             tables: RwLock::new(tables),
             ddl: Mutex::new(()),
             series: Mutex::new(HashSet::new()),
+            series_keys: SeriesKeyCache::new(SERIES_KEY_CACHE_BYTES),
         })
     }
 
@@ -248,6 +256,28 @@ impl Catalog {
             claimed.push(id);
         }
         (claimed, refused)
+    }
+
+    /// Remembers the raw keys of the series among `keys` that are recorded (or claimed by a
+    /// write that is now durable); keys of series refused by the cardinality limit or given
+    /// back are skipped, so the parser never trusts a key whose series is not recorded.
+    pub fn remember_series_keys(&self, keys: &[(&[u8], u64)]) {
+        if keys.is_empty() {
+            return;
+        }
+        let recorded: Vec<(&[u8], u64)> = {
+            let set = self.series.lock().unwrap_or_else(|p| p.into_inner());
+            keys.iter()
+                .filter(|(_, id)| set.contains(id))
+                .copied()
+                .collect()
+        };
+        self.series_keys.remember(recorded);
+    }
+
+    /// Number of remembered series keys and their approximate memory.
+    pub fn series_key_cache(&self) -> (usize, usize) {
+        (self.series_keys.len(), self.series_keys.bytes())
     }
 
     /// Gives back series claimed by a write that did not become durable.
@@ -479,6 +509,10 @@ impl SchemaLookup for TargetLookup<'_> {
     fn field_type(&self, measurement: &str, field: &str) -> Option<FieldType> {
         let table = table_name(&self.target.db, &self.target.rp, measurement);
         self.catalog.field_type(&table, field)
+    }
+
+    fn known_series(&self, raw_key: &[u8]) -> Option<u64> {
+        self.catalog.series_keys.get(raw_key)
     }
 }
 

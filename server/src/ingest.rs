@@ -50,6 +50,8 @@ pub struct Prepared {
     /// Points dropped because their series would exceed the cardinality limit.
     pub over_limit: usize,
     claimed: Vec<u64>,
+    /// Raw keys of the series this write claims, remembered once it is durable.
+    claimed_keys: Vec<(Box<[u8]>, u64)>,
 }
 
 /// What the client is told after a commit.
@@ -100,7 +102,10 @@ impl Ingest {
         };
         let lookup = self.catalog.lookup(target);
         let ParsedBody {
-            batches, errors, ..
+            batches,
+            errors,
+            new_keys,
+            ..
         } = match format {
             BodyFormat::LineProtocol => lp::parse(body, &opts, &lookup),
             BodyFormat::Msgpack => msgpack::decode(body, &opts, &lookup),
@@ -184,6 +189,24 @@ impl Ingest {
                 payload: payload::encode_series(&series_rows),
             });
         }
+        // Keys the parser had to resolve: those of series recorded before this write can be
+        // remembered now; those this write claims, only once it is durable.
+        let mut claimed_keys = Vec::new();
+        if !new_keys.is_empty() {
+            let claimed_set: HashSet<u64> = claimed_all.iter().copied().collect();
+            let mut known_keys = Vec::with_capacity(new_keys.len());
+            for k in &new_keys {
+                let Some(key) = body.get(k.start..k.start + k.len) else {
+                    continue;
+                };
+                if claimed_set.contains(&k.id) {
+                    claimed_keys.push((Box::<[u8]>::from(key), k.id));
+                } else {
+                    known_keys.push((key, k.id));
+                }
+            }
+            self.catalog.remember_series_keys(&known_keys);
+        }
         self.metrics
             .observe_stage("series", series_started.elapsed().as_secs_f64());
         rejections.sort_by_key(|r| r.line);
@@ -193,6 +216,7 @@ impl Ingest {
             rejections,
             over_limit,
             claimed: claimed_all,
+            claimed_keys,
         })
     }
 
@@ -204,6 +228,7 @@ impl Ingest {
             rejections,
             over_limit,
             claimed,
+            claimed_keys,
         } = prepared;
         if !entries.is_empty() {
             let started = Instant::now();
@@ -228,6 +253,9 @@ impl Ingest {
             }
             self.metrics
                 .observe_stage("wal_commit", started.elapsed().as_secs_f64());
+            let keys: Vec<(&[u8], u64)> =
+                claimed_keys.iter().map(|(k, id)| (&k[..], *id)).collect();
+            self.catalog.remember_series_keys(&keys);
         }
         let parse_only = !rejections.is_empty()
             && rejections

@@ -15,5 +15,6 @@ pub mod influxql;
 pub mod ingest;
 pub mod metrics;
 pub mod payload;
+pub mod series_cache;
 pub mod sql_guard;
 pub mod wal;

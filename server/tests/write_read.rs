@@ -493,6 +493,46 @@ fn series_cardinality_limit_answers_422() {
     s.wait_sql("SELECT count() FROM c_autogen_m", "4");
     // Known series keep being accepted.
     assert_eq!(s.write("db=c", "m,h=3 v=3 3").status, 204);
+    // A refused series stays refused: its key was resolved once, but it was never recorded,
+    // so the parser's cache of known keys must not let it through the next time.
+    let r = s.write("db=c", "m,h=4 v=9 9\nm,h=1 v=9 9");
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(r.body.contains("dropped=1"), "{}", r.body);
+    s.wait_sql("SELECT count() FROM c_autogen_m", "6");
+    s.wait_sql(
+        "SELECT count() FROM sluice_series FINAL WHERE db = 'c'",
+        "3",
+    );
+}
+
+#[test]
+fn repeated_series_keys_are_recorded_once_and_rows_join_their_tags() {
+    let s = Server::start(&[("SLUICE_POOL_FLUSH_INTERVAL", "50ms")]);
+    // The same series written as in line protocol's many spellings: tag order, escapes.
+    let first = "cpu,host=a,dc=x v=1 1\ncpu,dc=x,host=b v=2 2\nmy\\ cpu,k\\,1=v\\ 1 v=3 3\n";
+    assert_eq!(s.write("db=rk", first).status, 204);
+    // Known keys (remembered from the first write), the other tag order of a known series,
+    // and a new series in one body.
+    let second = "cpu,host=a,dc=x v=4 4\ncpu,host=b,dc=x v=5 5\nmy\\ cpu,k\\,1=v\\ 1 v=6 6\ncpu,host=c,dc=y v=7 7\n";
+    assert_eq!(s.write("db=rk", second).status, 204);
+    assert_eq!(s.write("db=rk", second).status, 204);
+    s.wait_sql(
+        "SELECT count() FROM sluice_series FINAL WHERE db = 'rk'",
+        "4",
+    );
+    s.wait_sql("SELECT count() FROM rk_autogen_cpu", "8");
+    s.wait_sql(
+        "SELECT arrayStringConcat(groupArray(x), ',') FROM \
+         (SELECT concat(s.tags['host'], '=', toString(c.v)) AS x FROM rk_autogen_cpu AS c \
+          JOIN (SELECT series_id, tags FROM sluice_series FINAL WHERE db = 'rk') AS s USING series_id \
+          ORDER BY c.time, c.v)",
+        "a=1,b=2,a=4,a=4,b=5,b=5,c=7,c=7",
+    );
+    s.wait_sql(
+        "SELECT count() FROM `rk_autogen_my cpu` AS c JOIN \
+         (SELECT series_id FROM sluice_series FINAL WHERE tags['k,1'] = 'v 1') AS s USING series_id",
+        "3",
+    );
 }
 
 #[test]

@@ -12,6 +12,13 @@ fn p(body: &str) -> ParsedBody {
     let out = parse(body.as_bytes(), &opts(), &NoSchema);
     for b in &out.batches {
         b.validate().unwrap();
+        // Without a schema that knows series, every row's series is defined in its batch.
+        for id in &b.series_id {
+            assert!(
+                b.series.iter().any(|s| s.id == *id),
+                "series {id:#x} undefined"
+            );
+        }
     }
     out
 }
@@ -627,4 +634,60 @@ fn perf_telegraf_lines() {
         best = best.min(ns);
     }
     println!("best {best:.1} ns/point");
+}
+
+/// A schema that has recorded some series keys, as the server's catalog does.
+struct KnownKeys(HashMap<&'static [u8], u64>);
+
+impl SchemaLookup for KnownKeys {
+    fn field_type(&self, _: &str, _: &str) -> Option<FieldType> {
+        None
+    }
+    fn known_series(&self, raw_key: &[u8]) -> Option<u64> {
+        self.0.get(raw_key).copied()
+    }
+}
+
+#[test]
+fn new_keys_point_at_their_bytes_and_carry_their_ids() {
+    let body = "cpu,host=a v=1 1\ncpu,host=b v=2 2\ncpu,host=a v=3 3\nmem v=4 4\n";
+    let out = p(body);
+    let keys: Vec<(&str, u64)> = out
+        .new_keys
+        .iter()
+        .map(|k| (&body[k.start..k.start + k.len], k.id))
+        .collect();
+    assert_eq!(
+        keys,
+        vec![
+            ("cpu,host=a", series_id("cpu", &[("host", "a")])),
+            ("cpu,host=b", series_id("cpu", &[("host", "b")])),
+            ("mem", series_id("mem", &[])),
+        ]
+    );
+}
+
+#[test]
+fn a_known_key_gets_the_schema_id_and_no_series_definition() {
+    let known = KnownKeys(HashMap::from([(&b"cpu,host=a"[..], 4242u64)]));
+    let body = "cpu,host=a v=1 1\ncpu,host=b v=2 2\ncpu,host=a v=3 3\n";
+    let out = parse(body.as_bytes(), &opts(), &known);
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    let b = out.batch("cpu").unwrap();
+    b.validate().unwrap();
+    let b_id = series_id("cpu", &[("host", "b")]);
+    assert_eq!(b.series_id, vec![4242, b_id, 4242]);
+    // Only the unknown series is defined (and would be claimed and recorded).
+    assert_eq!(
+        b.series.iter().map(|s| s.id).collect::<Vec<_>>(),
+        vec![b_id]
+    );
+    assert_eq!(out.new_keys.len(), 1);
+    assert_eq!(out.new_keys[0].id, b_id);
+    // Escaped keys are looked up exactly as written.
+    let known = KnownKeys(HashMap::from([(&br"my\ cpu,host=a\,b"[..], 7u64)]));
+    let out = parse(br"my\ cpu,host=a\,b v=1 1".as_slice(), &opts(), &known);
+    let b = out.batch("my cpu").unwrap();
+    assert_eq!(b.series_id, vec![7]);
+    assert!(b.series.is_empty() && out.new_keys.is_empty());
 }

@@ -1,0 +1,50 @@
+//! Line-protocol parse cost in nanoseconds per point, by the number of distinct series in a
+//! 50,000-point body: the first sight of a series key in a body costs more (validation, tag
+//! split, hashing) than a repeat, so cardinality is the variable that matters.
+//!
+//! Run: `cargo bench -p sluice-core --bench parse` (`-- --quick` for a short run).
+
+use std::time::{Duration, Instant};
+
+use sluice_core::{lp, NoSchema, ParseOptions, Precision};
+
+/// The server's allocator, so the numbers are the server's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const POINTS: usize = 50_000;
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let budget = Duration::from_millis(if quick { 300 } else { 2000 });
+    let opts = ParseOptions::new(Precision::Nanosecond, 0);
+    println!("{:>8} {:>10} {:>10}", "series", "ns/point", "MB/s");
+    // `-- 10000 50000` measures only those cardinalities (for a profiler).
+    let mut only: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    if only.is_empty() {
+        only = vec![1, 100, 1_000, 10_000, 50_000];
+    }
+    for series in only {
+        let text = sluice_core::testdata::cpu_body(POINTS, series, 1_700_000_000_000_000_000);
+        let parsed = lp::parse(text.as_bytes(), &opts, &NoSchema);
+        assert_eq!(parsed.points, POINTS);
+        assert!(parsed.errors.is_empty());
+        let started = Instant::now();
+        let mut n = 0usize;
+        while n < 3 || started.elapsed() < budget {
+            let parsed = lp::parse(std::hint::black_box(text.as_bytes()), &opts, &NoSchema);
+            assert_eq!(parsed.points, POINTS);
+            n += 1;
+        }
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "{:>8} {:>10.1} {:>10.0}",
+            series,
+            secs * 1e9 / (n * POINTS) as f64,
+            (n * text.len()) as f64 / secs / 1e6
+        );
+    }
+}
