@@ -172,6 +172,25 @@ class Server:
         # fields[0] is field 3 (state); utime is field 14, stime field 15
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
+    def thread_cpu(self):
+        """utime + stime per thread name (threads of one name summed), in seconds: which part of
+        the server spent the CPU (e.g. chDB's background merges run in `MergeMutate` threads)."""
+        out = {}
+        try:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return out
+        for tid in tids:
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/stat") as f:
+                    raw = f.read()
+            except OSError:
+                continue
+            name = raw[raw.index("(") + 1:raw.rindex(")")]
+            fields = raw[raw.rindex(")") + 2:].split()
+            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
+        return out
+
     def status(self, key):
         """A /proc/<pid>/status value in KiB (VmHWM, VmRSS), or None."""
         try:
