@@ -10,29 +10,14 @@
 
 use std::time::{Duration, Instant};
 
-use std::collections::HashMap;
-
-use sluice_core::{
-    lp, BuildBytesHasher, FieldType, NoSchema, ParseOptions, Precision, SchemaLookup,
-};
+use sluice_core::testdata::KnownKeys;
+use sluice_core::{lp, NoSchema, ParseOptions, Precision, SchemaLookup};
 
 /// The server's allocator, so the numbers are the server's.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const POINTS: usize = 50_000;
-
-/// Raw keys of recorded series, as the server remembers them.
-struct KnownKeys(HashMap<Vec<u8>, u64, BuildBytesHasher>);
-
-impl SchemaLookup for KnownKeys {
-    fn field_type(&self, _: &str, _: &str) -> Option<FieldType> {
-        None
-    }
-    fn known_series(&self, raw_key: &[u8]) -> Option<u64> {
-        self.0.get(raw_key).copied()
-    }
-}
 
 /// ns per point and MB/s of parsing `text` with `schema` for about `budget`.
 fn measure(text: &str, schema: &dyn SchemaLookup, budget: Duration) -> (f64, f64) {
@@ -72,13 +57,7 @@ fn main() {
         let parsed = lp::parse(text.as_bytes(), &opts, &NoSchema);
         assert_eq!(parsed.points, POINTS);
         assert!(parsed.errors.is_empty());
-        let known = KnownKeys(
-            parsed
-                .new_keys
-                .iter()
-                .map(|k| (text.as_bytes()[k.start..k.start + k.len].to_vec(), k.id))
-                .collect(),
-        );
+        let known = KnownKeys::of(text.as_bytes(), &parsed);
         let (new_ns, mbs) = measure(&text, &NoSchema, budget);
         let (known_ns, _) = measure(&text, &known, budget);
         println!("{series:>8} {new_ns:>16.1} {mbs:>10.0} {known_ns:>18.1}");

@@ -1,6 +1,38 @@
 //! The line-protocol payload the benchmarks measure, in one place so every benchmark parses
 //! the same bytes: Telegraf's `cpu` shape with three tags and five float fields.
 
+use std::collections::HashMap;
+
+use crate::body::{ParsedBody, SchemaLookup};
+use crate::fasthash::BuildBytesHasher;
+use crate::FieldType;
+
+/// A schema that knows the series keys one parse resolved, as the server remembers the keys
+/// of recorded series: parsing the same body again with it measures the steady state.
+pub struct KnownKeys(HashMap<Vec<u8>, u64, BuildBytesHasher>);
+
+impl KnownKeys {
+    /// The keys `parsed` (the result of parsing `body`) resolved.
+    pub fn of(body: &[u8], parsed: &ParsedBody) -> Self {
+        KnownKeys(
+            parsed
+                .new_keys
+                .iter()
+                .filter_map(|k| Some((body.get(k.start..k.start + k.len)?.to_vec(), k.id)))
+                .collect(),
+        )
+    }
+}
+
+impl SchemaLookup for KnownKeys {
+    fn field_type(&self, _: &str, _: &str) -> Option<FieldType> {
+        None
+    }
+    fn known_series(&self, raw_key: &[u8]) -> Option<u64> {
+        self.0.get(raw_key).copied()
+    }
+}
+
 /// `cpu,dc=dcD,host=host-N,region=rR usage_user=..,usage_system=..,usage_idle=..,usage_iowait=..,usage_steal=.. TS`,
 /// `points` lines cycling through `series` hosts, one second apart per round from `t0` (ns).
 pub fn cpu_body(points: usize, series: usize, t0: i64) -> String {
@@ -43,5 +75,14 @@ mod tests {
         let b = out.batch("cpu").unwrap();
         assert_eq!(b.series.len(), 100);
         assert_eq!(b.fields.len(), 5);
+        // Parsed again with the keys it resolved, no series is new.
+        let known = KnownKeys::of(body.as_bytes(), &out);
+        let again = lp::parse(
+            body.as_bytes(),
+            &ParseOptions::new(Precision::Nanosecond, 0),
+            &known,
+        );
+        assert!(again.new_keys.is_empty());
+        assert_eq!(again.batch("cpu").unwrap().series_id, b.series_id);
     }
 }

@@ -8,7 +8,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_core::{lp, NoSchema, ParseOptions, Precision, SchemaLookup};
+use sluice_core::testdata::KnownKeys;
+use sluice_core::{lp, NoSchema, ParseOptions, Precision};
 use sluice_server::arrow_batch;
 use sluice_server::catalog::create_table_sql;
 use sluice_server::engine::Engine;
@@ -21,18 +22,6 @@ const SERIES: usize = 10_000;
 /// The server's allocator, so the numbers are the server's.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// Raw series keys the server has recorded (the server's `SeriesKeyCache`).
-struct KnownKeys(std::collections::HashMap<Vec<u8>, u64>);
-
-impl SchemaLookup for KnownKeys {
-    fn field_type(&self, _: &str, _: &str) -> Option<sluice_core::FieldType> {
-        None
-    }
-    fn known_series(&self, raw_key: &[u8]) -> Option<u64> {
-        self.0.get(raw_key).copied()
-    }
-}
 
 struct NoObs;
 impl CommitObserver for NoObs {
@@ -84,13 +73,7 @@ fn main() {
     });
     let parsed = lp::parse(text.as_bytes(), &opts, &NoSchema);
     // Parse in the steady state: the server remembers the raw keys of recorded series.
-    let known = KnownKeys(
-        parsed
-            .new_keys
-            .iter()
-            .map(|k| (text.as_bytes()[k.start..k.start + k.len].to_vec(), k.id))
-            .collect(),
-    );
+    let known = KnownKeys::of(text.as_bytes(), &parsed);
     let ns = measure(budget, 3, || {
         let parsed = lp::parse(text.as_bytes(), &opts, &known);
         assert_eq!(parsed.points, POINTS);
