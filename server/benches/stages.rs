@@ -31,21 +31,42 @@ impl CommitObserver for NoObs {
 /// The payload every benchmark measures (`sluice_core::testdata::cpu_body`).
 pub use sluice_core::testdata::cpu_body as body;
 
-/// Runs `f` until `budget` elapses (at least `min` times) and returns ns per point.
-fn measure(budget: Duration, min: usize, mut f: impl FnMut()) -> f64 {
+/// CPU time of this process (all threads, chDB's included), from `/proc/self/stat`.
+fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15, in clock ticks (100 per second on Linux).
+    let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// Runs `f` until `budget` elapses (at least `min` times) and returns wall and process-CPU ns
+/// per point: a stage that waits on the disk costs wall time, one that fans out over threads
+/// costs CPU beyond its wall time.
+fn measure(budget: Duration, min: usize, mut f: impl FnMut()) -> (f64, f64) {
     f(); // warm-up
+    let cpu0 = process_cpu();
     let started = Instant::now();
     let mut n = 0;
     while n < min || started.elapsed() < budget {
         f();
         n += 1;
     }
-    started.elapsed().as_nanos() as f64 / (n * POINTS) as f64
+    let points = (n * POINTS) as f64;
+    (
+        started.elapsed().as_nanos() as f64 / points,
+        (process_cpu() - cpu0).as_nanos() as f64 / points,
+    )
 }
 
 struct Row {
     stage: &'static str,
     ns: f64,
+    cpu: f64,
     budget: Option<f64>,
 }
 
@@ -62,19 +83,20 @@ fn main() {
     let mut rows = Vec::new();
 
     // Parse, every series new to the server: keys validated, canonicalised and hashed.
-    let ns = measure(budget, 3, || {
+    let (ns, cpu) = measure(budget, 3, || {
         let parsed = lp::parse(text.as_bytes(), &opts, &NoSchema);
         assert_eq!(parsed.points, POINTS);
     });
     rows.push(Row {
         stage: "parse (new series)",
         ns,
+        cpu,
         budget: None,
     });
     let parsed = lp::parse(text.as_bytes(), &opts, &NoSchema);
     // Parse in the steady state: the server remembers the raw keys of recorded series.
     let known = KnownKeys::of(text.as_bytes(), &parsed);
-    let ns = measure(budget, 3, || {
+    let (ns, cpu) = measure(budget, 3, || {
         let parsed = lp::parse(text.as_bytes(), &opts, &known);
         assert_eq!(parsed.points, POINTS);
         assert!(parsed.new_keys.is_empty());
@@ -82,6 +104,7 @@ fn main() {
     rows.push(Row {
         stage: "parse (known series)",
         ns,
+        cpu,
         budget: Some(150.0),
     });
     let batch = &parsed.batches[0];
@@ -89,7 +112,7 @@ fn main() {
 
     // Series: the warm-cache claim the server does per request (all series known).
     let known: std::collections::HashSet<u64> = batch.series.iter().map(|s| s.id).collect();
-    let ns = measure(budget, 3, || {
+    let (ns, cpu) = measure(budget, 3, || {
         let mut new = 0;
         for id in &batch.series_id {
             if !known.contains(id) {
@@ -101,17 +124,19 @@ fn main() {
     rows.push(Row {
         stage: "series (warm lookup)",
         ns,
+        cpu,
         budget: Some(60.0),
     });
 
     // Encode for the WAL (done on request tasks).
-    let ns = measure(budget, 3, || {
+    let (ns, cpu) = measure(budget, 3, || {
         let p = payload::encode_measurement(batch);
         assert!(p.len() > POINTS);
     });
     rows.push(Row {
         stage: "wal encode",
         ns,
+        cpu,
         budget: None,
     });
 
@@ -155,16 +180,19 @@ fn main() {
                 .expect("complete");
         })
     };
-    let ns = measure(budget, 3, || one(1));
+    let (ns, cpu) = measure(budget, 3, || one(1));
     rows.push(Row {
         stage: "wal commit (1 request, fsync)",
         ns,
+        cpu,
         budget: Some(50.0),
     });
-    let ns = measure(budget, 3, || one(8)) / 8.0;
+    let (ns, cpu) = measure(budget, 3, || one(8));
+    let (ns, cpu) = (ns / 8.0, cpu / 8.0);
     rows.push(Row {
         stage: "wal commit (8 concurrent)",
         ns,
+        cpu,
         budget: Some(50.0),
     });
 
@@ -173,17 +201,19 @@ fn main() {
         payload::Payload::Measurement(b) => b,
         _ => unreachable!("measurement payload"),
     };
-    let ns = measure(budget, 3, || {
+    let (ns, cpu) = measure(budget, 3, || {
         let decoded = match payload::decode(&encoded).expect("decode") {
             payload::Payload::Measurement(b) => b,
             _ => unreachable!("measurement payload"),
         };
-        let rb = arrow_batch::measurement_batches(std::slice::from_ref(&decoded)).expect("arrow");
+        let rb =
+            arrow_batch::measurement_batches(std::slice::from_ref(&decoded), &[1]).expect("arrow");
         assert_eq!(rb.num_rows(), POINTS);
     });
     rows.push(Row {
         stage: "wal decode + arrow build",
         ns,
+        cpu,
         budget: Some(40.0),
     });
 
@@ -197,47 +227,43 @@ fn main() {
     engine
         .execute(&create_table_sql("bench_cpu", None, &fields))
         .expect("create table");
-    let rb = arrow_batch::measurement_batches(std::slice::from_ref(&decoded)).expect("arrow");
+    let rb = arrow_batch::measurement_batches(std::slice::from_ref(&decoded), &[1]).expect("arrow");
     let mut token = 0u64;
-    let ns = measure(budget, 3, || {
+    let (ns, cpu) = measure(budget, 3, || {
         token += 1;
         engine
-            .insert("bench_cpu", rb.clone(), &format!("bench/{token}"))
+            .insert("bench_cpu", rb.clone(), Some(&format!("bench/{token}")))
             .expect("insert");
     });
     rows.push(Row {
         stage: "chdb insert (fsync'd part)",
         ns,
+        cpu,
         budget: Some(250.0),
     });
 
-    let total: f64 = rows
-        .iter()
-        .filter(|r| {
-            !r.stage.contains("8 concurrent")
-                && !r.stage.contains("1 request")
-                && !r.stage.contains("new series")
-        })
-        .map(|r| r.ns)
-        .sum::<f64>()
-        + rows
-            .iter()
-            .find(|r| r.stage.contains("8 concurrent"))
-            .map_or(0.0, |r| r.ns);
+    // The steady-state path: known series, WAL commits grouped 8 at a time.
+    let counted = |r: &&Row| !r.stage.contains("1 request") && !r.stage.contains("new series");
+    let total: f64 = rows.iter().filter(counted).map(|r| r.ns).sum();
+    let total_cpu: f64 = rows.iter().filter(counted).map(|r| r.cpu).sum();
     println!(
         "\nstage costs, ns per point, {POINTS}-point requests, {SERIES} series, 5 float fields"
     );
-    println!("{:<34} {:>10} {:>10}", "stage", "ns/point", "budget");
+    println!(
+        "{:<34} {:>10} {:>10} {:>10}",
+        "stage", "wall", "cpu", "budget"
+    );
     for r in &rows {
         println!(
-            "{:<34} {:>10.1} {:>10}",
+            "{:<34} {:>10.1} {:>10.1} {:>10}",
             r.stage,
             r.ns,
+            r.cpu,
             r.budget.map_or("-".into(), |b| format!("{b:.0}"))
         );
     }
     println!(
-        "{:<34} {:>10.1} {:>10}",
-        "sum (known series, wal at 8)", total, "600"
+        "{:<34} {:>10.1} {:>10.1} {:>10}",
+        "sum (known series, wal at 8)", total, total_cpu, "600"
     );
 }

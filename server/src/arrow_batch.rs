@@ -15,6 +15,7 @@ use chdb_rust::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use chdb_rust::arrow::error::ArrowError;
 use sluice_core::{ColumnValues, FieldType, MeasurementBatch};
 
+use crate::catalog::SEQ_COLUMN;
 use crate::payload::SeriesRow;
 
 fn arrow_type(t: FieldType) -> DataType {
@@ -118,9 +119,20 @@ impl ColumnBuilder {
     }
 }
 
-/// Coalesces batches of one measurement table into one Arrow batch: `time`, `series_id`, then
-/// every field seen, in order of first appearance.
-pub fn measurement_batches(batches: &[MeasurementBatch]) -> Result<RecordBatch, ArrowError> {
+/// Coalesces batches of one measurement table into one Arrow batch: `time`, `series_id`, the
+/// WAL sequence number of each row's entry (`seqs[i]` for `batches[i]`, see
+/// [`crate::catalog::SEQ_COLUMN`]), then every field seen, in order of first appearance.
+pub fn measurement_batches(
+    batches: &[MeasurementBatch],
+    seqs: &[u64],
+) -> Result<RecordBatch, ArrowError> {
+    if seqs.len() != batches.len() {
+        return Err(ArrowError::InvalidArgumentError(format!(
+            "{} batches but {} sequence numbers",
+            batches.len(),
+            seqs.len()
+        )));
+    }
     let rows: usize = batches.iter().map(|b| b.len()).sum();
     let mut fields: Vec<(String, FieldType)> = Vec::new();
     for b in batches {
@@ -132,13 +144,15 @@ pub fn measurement_batches(batches: &[MeasurementBatch]) -> Result<RecordBatch, 
     }
     let mut time = Vec::with_capacity(rows);
     let mut series = Vec::with_capacity(rows);
+    let mut seq = Vec::with_capacity(rows);
     let mut builders: Vec<ColumnBuilder> = fields
         .iter()
         .map(|(_, t)| ColumnBuilder::new(*t, rows))
         .collect();
-    for b in batches {
+    for (b, &s) in batches.iter().zip(seqs) {
         time.extend_from_slice(&b.time_ns);
         series.extend_from_slice(&b.series_id);
+        seq.resize(seq.len() + b.len(), s);
         for ((name, _), builder) in fields.iter().zip(builders.iter_mut()) {
             match b.fields.iter().find(|c| &c.name == name) {
                 Some(c) => builder.append(&c.values, &c.valid),
@@ -153,10 +167,12 @@ pub fn measurement_batches(batches: &[MeasurementBatch]) -> Result<RecordBatch, 
             false,
         ),
         Field::new("series_id", DataType::UInt64, false),
+        Field::new(SEQ_COLUMN, DataType::UInt64, false),
     ];
     let mut columns: Vec<ArrayRef> = vec![
         Arc::new(TimestampNanosecondArray::new(time.into(), None).with_timezone("UTC")),
         Arc::new(UInt64Array::new(series.into(), None)),
+        Arc::new(UInt64Array::new(seq.into(), None)),
     ];
     for ((name, t), b) in fields.into_iter().zip(builders) {
         schema_fields.push(Field::new(name, arrow_type(t), true));
@@ -210,7 +226,7 @@ pub fn series_batch(rows: &[SeriesRow]) -> Result<RecordBatch, ArrowError> {
 mod tests {
     use super::*;
     use chdb_rust::arrow::array::{AsArray, StringArray};
-    use chdb_rust::arrow::datatypes::Float64Type;
+    use chdb_rust::arrow::datatypes::{Float64Type, UInt64Type};
     use sluice_core::{FieldColumn, StringColumn};
 
     fn batch(rows: &[(i64, Option<f64>)], text: Option<&[Option<&str>]>) -> MeasurementBatch {
@@ -240,7 +256,7 @@ mod tests {
         let a = batch(&[(1, Some(1.5)), (2, None)], None);
         let b = batch(&[(3, Some(3.5))], Some(&[Some("x")]));
         let c = batch(&[(4, None)], Some(&[None]));
-        let rb = measurement_batches(&[a, b, c]).unwrap();
+        let rb = measurement_batches(&[a, b, c], &[5, 6, 9]).unwrap();
         assert_eq!(rb.num_rows(), 4);
         let names: Vec<_> = rb
             .schema()
@@ -248,27 +264,30 @@ mod tests {
             .iter()
             .map(|f| f.name().clone())
             .collect();
-        assert_eq!(names, ["time", "series_id", "v", "s"]);
-        let v = rb.column(2).as_primitive::<Float64Type>();
+        assert_eq!(names, ["time", "series_id", SEQ_COLUMN, "v", "s"]);
+        let seq = rb.column(2).as_primitive::<UInt64Type>();
+        assert_eq!(seq.values().to_vec(), [5, 5, 6, 9]);
+        let v = rb.column(3).as_primitive::<Float64Type>();
         assert_eq!(
             (0..4)
                 .map(|i| v.is_valid(i).then(|| v.value(i)))
                 .collect::<Vec<_>>(),
             [Some(1.5), None, Some(3.5), None]
         );
-        let s = rb.column(3).as_any().downcast_ref::<StringArray>().unwrap();
+        let s = rb.column(4).as_any().downcast_ref::<StringArray>().unwrap();
         assert_eq!(
             (0..4)
                 .map(|i| s.is_valid(i).then(|| s.value(i)))
                 .collect::<Vec<_>>(),
             [None, None, Some("x"), None]
         );
-        assert_eq!(rb.column(2).null_count(), 2);
+        assert_eq!(rb.column(3).null_count(), 2);
+        assert!(measurement_batches(&[batch(&[(1, None)], None)], &[]).is_err());
     }
 
     #[test]
     fn all_valid_columns_carry_no_null_buffer() {
-        let rb = measurement_batches(&[batch(&[(1, Some(1.0))], None)]).unwrap();
-        assert!(rb.column(2).nulls().is_none());
+        let rb = measurement_batches(&[batch(&[(1, Some(1.0))], None)], &[1]).unwrap();
+        assert!(rb.column(3).nulls().is_none());
     }
 }

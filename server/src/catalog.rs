@@ -107,6 +107,42 @@ fn field_type_of(chdb: &str) -> Option<FieldType> {
     })
 }
 
+/// The WAL sequence number of the entry each row came from. Recovery asks which entries of an
+/// interrupted flush are already in the table instead of trusting chDB's deduplication log,
+/// whose record of an insert can reach the disk before the insert's part does (a crash between
+/// the two would make the replay look like a duplicate and drop it). `MATERIALIZED` keeps it
+/// out of `SELECT *`; the flush sets it explicitly (`insert_allow_materialized_columns`).
+pub const SEQ_COLUMN: &str = "_sluice_seq";
+
+/// The column and its skip index (recovery reads a narrow range of it).
+fn seq_column_sql() -> (String, String) {
+    (
+        format!("{} UInt64 MATERIALIZED 0", quote_ident(SEQ_COLUMN)),
+        format!(
+            "INDEX {} {} TYPE minmax GRANULARITY 1",
+            quote_ident(&format!("{SEQ_COLUMN}_idx")),
+            quote_ident(SEQ_COLUMN)
+        ),
+    )
+}
+
+/// Adds the sequence column to a table made by an earlier version (its old rows read as 0,
+/// which no WAL entry has).
+pub fn add_seq_column_sql(table: &str) -> Vec<String> {
+    let (col, idx) = seq_column_sql();
+    vec![
+        format!(
+            "ALTER TABLE {} ADD COLUMN IF NOT EXISTS {col}",
+            quote_ident(table)
+        ),
+        format!(
+            "ALTER TABLE {} ADD {}",
+            quote_ident(table),
+            idx.replacen("INDEX", "INDEX IF NOT EXISTS", 1)
+        ),
+    ]
+}
+
 /// MergeTree settings every sluice table carries: a deduplication window, so a replayed flush
 /// with the same token is dropped, and fsync of each new part, so what the WAL lets go of is
 /// on disk.
@@ -129,6 +165,9 @@ pub fn create_table_sql(
     for (name, t) in fields {
         cols.push(format!("{} Nullable({})", quote_ident(name), chdb_type(*t)));
     }
+    let (seq, seq_index) = seq_column_sql();
+    cols.push(seq);
+    cols.push(seq_index);
     let ttl = match ttl {
         Some(d) => format!(
             " TTL toDateTime(`time`) + toIntervalSecond({})",
@@ -190,6 +229,7 @@ impl Catalog {
             OutputFormat::TabSeparated,
         )?;
         let mut tables: HashMap<String, HashMap<String, FieldType>> = HashMap::new();
+        let mut with_seq = HashSet::new();
         for line in String::from_utf8_lossy(&out).lines() {
             let mut parts = line.split('\t');
             let (Some(t), Some(n), Some(ty)) = (parts.next(), parts.next(), parts.next()) else {
@@ -197,12 +237,24 @@ impl Catalog {
             };
             let t = unescape_tsv(t);
             let n = unescape_tsv(n);
+            if n == SEQ_COLUMN {
+                with_seq.insert(t);
+                continue;
+            }
             let entry = tables.entry(t).or_default();
             if n == "time" || n == "series_id" {
                 continue;
             }
             if let Some(ft) = field_type_of(ty) {
                 entry.insert(n, ft);
+            }
+        }
+        for table in tables.keys() {
+            if table != SERIES_TABLE && !with_seq.contains(table) {
+                tracing::info!(table, "adding the WAL sequence column");
+                for sql in add_seq_column_sql(table) {
+                    engine.execute(&sql)?;
+                }
             }
         }
         Ok(Self {

@@ -187,14 +187,15 @@ impl Engine {
         Ok(())
     }
 
-    /// Inserts `batch` into `table`, mapping columns by name. `dedup_token` makes the insert
-    /// idempotent: inserting the same rows with the same token again adds nothing, which is
-    /// what lets a crash between insert and WAL truncation be replayed safely.
+    /// Inserts `batch` into `table`, mapping columns by name (materialized columns included).
+    /// With `Some(token)`, inserting the same token again within the table's deduplication
+    /// window adds nothing; `None` inserts unconditionally (recovery, which has checked what
+    /// the table already holds).
     pub fn insert(
         &self,
         table: &str,
         batch: RecordBatch,
-        dedup_token: &str,
+        dedup_token: Option<&str>,
     ) -> Result<(), EngineError> {
         let columns: Vec<String> = batch
             .schema()
@@ -216,12 +217,18 @@ impl Engine {
         );
         let conn = self.lease();
         conn.register_arrow_array(&name, &schema, &array)?;
+        let dedup = match dedup_token {
+            Some(token) => format!(
+                "insert_deduplicate = 1, insert_deduplication_token = {}",
+                quote_str(token)
+            ),
+            None => "insert_deduplicate = 0".to_string(),
+        };
         let sql = format!(
-            "INSERT INTO {} ({}) SELECT * FROM {} SETTINGS insert_deduplicate = 1, insert_deduplication_token = {}",
+            "INSERT INTO {} ({}) SELECT * FROM {} SETTINGS insert_allow_materialized_columns = 1, {dedup}",
             quote_ident(table),
             columns.join(", "),
             arrow_stream_table_sql(&name),
-            quote_str(dedup_token),
         );
         let result = conn.query(&sql, OutputFormat::Null);
         let unregistered = conn.unregister_arrow_table(&name);

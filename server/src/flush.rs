@@ -6,21 +6,28 @@
 //! due table, reads its oldest entries from the WAL, and:
 //!
 //! 1. durably records the intent `(table, first, last)`;
-//! 2. inserts the rows with the deduplication token `table/first-last`;
+//! 2. inserts the rows, each carrying its entry's sequence number (`_sluice_seq`), with the
+//!    deduplication token `table/first-last`;
 //! 3. deletes the entries and the intent in one durable write.
 //!
-//! A crash after 1 replays exactly that range with the same token (see [`recover_intents`]),
-//! so chDB drops the insert if it had already happened: no loss, no duplicate.
+//! An intent still there later (the process died, or the insert failed) is resolved before the
+//! table is flushed again (see [`Flusher::resolve_intent`]): the table is asked which entries of
+//! the range it already holds, by their sequence numbers, and exactly the others are inserted.
+//! chDB's own deduplication log is not trusted for this: it records an insert's token before
+//! the insert's part is committed, and that record can reach the disk first, so a crash in
+//! between would make a replay under the same token look like a duplicate and drop it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use chdb_rust::format::OutputFormat;
+use sluice_core::names::quote_ident;
 use sluice_core::MeasurementBatch;
 
 use crate::arrow_batch;
-use crate::catalog::SERIES_TABLE;
+use crate::catalog::{SEQ_COLUMN, SERIES_TABLE};
 use crate::engine::Engine;
 use crate::metrics::Metrics;
 use crate::payload::{self, Payload};
@@ -42,6 +49,11 @@ pub enum FlushError {
     Arrow {
         table: String,
         source: chdb_rust::arrow::error::ArrowError,
+    },
+    #[error("asking {table} which entries it holds: {source}")]
+    Check {
+        table: String,
+        source: crate::engine::EngineError,
     },
     #[error("inserting into {table}: {source}")]
     Insert {
@@ -270,18 +282,20 @@ impl Flusher {
         };
         let (first, last) = (first.seq, last.seq);
         self.wal.set_intent(table, first, last)?;
-        self.insert_range(table, entries, first, last)?;
+        self.insert_range(table, entries, first, last, true)?;
         Ok(last)
     }
 
-    /// Inserts the range under its token and deletes it from the WAL. The intent for exactly
-    /// `first..=last` must already be durable.
+    /// Inserts `entries` and deletes the range `first..=last` (and its intent) from the WAL.
+    /// The intent for exactly `first..=last` must already be durable. `dedup` sends the
+    /// range's token; recovery, which has checked what the table holds, inserts without one.
     fn insert_range(
         &self,
         table: &str,
         entries: &[StoredEntry],
         first: u64,
         last: u64,
+        dedup: bool,
     ) -> Result<(), FlushError> {
         let started = Instant::now();
         let batch = build_batch(table, entries)?;
@@ -291,7 +305,7 @@ impl Flusher {
         let token = format!("{table}/{first}-{last}");
         let insert_started = Instant::now();
         self.engine
-            .insert(table, batch, &token)
+            .insert(table, batch, dedup.then_some(token.as_str()))
             .map_err(|source| FlushError::Insert {
                 table: table.to_string(),
                 source,
@@ -307,8 +321,70 @@ impl Flusher {
         Ok(())
     }
 
-    /// One round for `table`: read up to `max_rows`, flush. Returns the last flushed sequence.
+    /// Settles the interrupted flush of `first..=last`: inserts exactly the entries `table`
+    /// does not hold yet, then deletes the range.
+    pub fn resolve_intent(&self, table: &str, first: u64, last: u64) -> Result<(), FlushError> {
+        let entries: Vec<StoredEntry> = self
+            .wal
+            .read_batch(table, u64::MAX, Some(last))?
+            .into_iter()
+            .filter(|e| e.seq >= first)
+            .collect();
+        if entries.is_empty() {
+            self.wal.complete(table, first, last)?;
+            return Ok(());
+        }
+        // The series table is a ReplacingMergeTree keyed by the series: a row inserted twice is
+        // one row after merges and under FINAL, so it is simply inserted again.
+        let missing: Vec<StoredEntry> = if table == SERIES_TABLE {
+            entries
+        } else {
+            let present = self.present_seqs(table, first, last)?;
+            entries
+                .into_iter()
+                .filter(|e| !present.contains(&e.seq))
+                .collect()
+        };
+        tracing::info!(
+            table,
+            first,
+            last,
+            missing = missing.len(),
+            "settling an interrupted flush"
+        );
+        if missing.is_empty() {
+            self.wal.complete(table, first, last)?;
+            return Ok(());
+        }
+        self.insert_range(table, &missing, first, last, false)
+    }
+
+    /// The sequence numbers in `first..=last` that `table` holds rows of.
+    fn present_seqs(&self, table: &str, first: u64, last: u64) -> Result<HashSet<u64>, FlushError> {
+        let sql = format!(
+            "SELECT DISTINCT {seq} FROM {} WHERE {seq} BETWEEN {first} AND {last}",
+            quote_ident(table),
+            seq = quote_ident(SEQ_COLUMN),
+        );
+        let out = self
+            .engine
+            .query(&sql, OutputFormat::TabSeparated)
+            .map_err(|source| FlushError::Check {
+                table: table.to_string(),
+                source,
+            })?;
+        Ok(String::from_utf8_lossy(&out)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect())
+    }
+
+    /// One round for `table`: settle a left-over intent, read up to `max_rows`, flush. Returns
+    /// the last flushed sequence.
     fn flush_table(&self, table: &str, through: u64) -> Result<Option<u64>, FlushError> {
+        if let Some((first, last)) = self.wal.intent(table)? {
+            self.resolve_intent(table, first, last)?;
+        }
         let entries = self.wal.read_batch(table, self.max_rows, Some(through))?;
         if entries.is_empty() {
             // Nothing stored through `through`: the scheduler's entries are stale.
@@ -318,22 +394,11 @@ impl Flusher {
     }
 }
 
-/// Replays the ranges a previous run was inserting when it stopped, with their original tokens.
+/// Settles the flushes a previous run left unfinished (see [`Flusher::resolve_intent`]).
 pub fn recover_intents(flusher: &Flusher) -> Result<usize, FlushError> {
     let intents = flusher.wal.intents()?;
     for (table, first, last) in &intents {
-        let entries: Vec<StoredEntry> = flusher
-            .wal
-            .read_batch(table, u64::MAX, Some(*last))?
-            .into_iter()
-            .filter(|e| e.seq >= *first)
-            .collect();
-        if entries.is_empty() {
-            flusher.wal.complete(table, *first, *last)?;
-            continue;
-        }
-        tracing::info!(table, first, last, "replaying an interrupted flush");
-        flusher.insert_range(table, &entries, *first, *last)?;
+        flusher.resolve_intent(table, *first, *last)?;
     }
     Ok(intents.len())
 }
@@ -344,6 +409,7 @@ fn build_batch(
     entries: &[StoredEntry],
 ) -> Result<chdb_rust::arrow::array::RecordBatch, FlushError> {
     let mut measurements: Vec<MeasurementBatch> = Vec::new();
+    let mut seqs = Vec::new();
     let mut series = Vec::new();
     for e in entries {
         match payload::decode(&e.payload).map_err(|source| FlushError::Payload {
@@ -351,7 +417,10 @@ fn build_batch(
             seq: e.seq,
             source,
         })? {
-            Payload::Measurement(b) => measurements.push(b),
+            Payload::Measurement(b) => {
+                measurements.push(b);
+                seqs.push(e.seq);
+            }
             Payload::Series(rows) => series.extend(rows),
         }
     }
@@ -364,7 +433,7 @@ fn build_batch(
     if is_series {
         arrow_batch::series_batch(&series)
     } else {
-        arrow_batch::measurement_batches(&measurements)
+        arrow_batch::measurement_batches(&measurements, &seqs)
     }
     .map_err(|source| FlushError::Arrow {
         table: table.to_string(),

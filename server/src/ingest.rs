@@ -66,7 +66,7 @@ pub struct Outcome {
 }
 
 /// Field names that collide with the table's own columns.
-const RESERVED_FIELDS: [&str; 2] = ["time", "series_id"];
+const RESERVED_FIELDS: [&str; 3] = ["time", "series_id", crate::catalog::SEQ_COLUMN];
 
 pub struct Ingest {
     pub catalog: Arc<Catalog>,
@@ -311,7 +311,8 @@ fn drop_rows(
     batch.retain_rows(&keep);
 }
 
-/// InfluxDB refuses a field named `time`; sluice also refuses `series_id`, its own column.
+/// InfluxDB refuses a field named `time`; sluice also refuses its own columns, `series_id` and
+/// `_sluice_seq`.
 fn drop_reserved_fields(batch: &mut MeasurementBatch, rejections: &mut Vec<Rejection>) {
     for reserved in RESERVED_FIELDS {
         let Some(idx) = batch.fields.iter().position(|c| c.name == reserved) else {

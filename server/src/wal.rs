@@ -293,6 +293,22 @@ impl Wal {
         Ok(())
     }
 
+    /// `table`'s intent, if one is left (by a crash, or by an insert that failed).
+    pub fn intent(&self, table: &str) -> Result<Option<(u64, u64)>, WalError> {
+        let Some(v) = self.db.get(intent_key(table))? else {
+            return Ok(None);
+        };
+        if v.len() != 16 {
+            return Err(WalError::Corrupt {
+                key: format!("i{table}"),
+                reason: "intent is not 16 bytes".into(),
+            });
+        }
+        let first = u64::from_be_bytes(v[..8].try_into().unwrap_or([0; 8]));
+        let last = u64::from_be_bytes(v[8..].try_into().unwrap_or([0; 8]));
+        Ok(Some((first, last)))
+    }
+
     /// Intents left by a previous run: ranges whose insert may or may not have reached chDB.
     pub fn intents(&self) -> Result<Vec<(String, u64, u64)>, WalError> {
         let mut out = Vec::new();

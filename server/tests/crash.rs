@@ -148,7 +148,8 @@ fn sigkill_at_random_moments_loses_and_duplicates_nothing() {
         .collect();
     assert!(
         lost.is_empty(),
-        "acknowledged points missing, e.g. {lost:?}"
+        "acknowledged points missing, e.g. {lost:?}; server log:\n{}",
+        server.log_tail()
     );
     let dup: Vec<_> = counts.iter().filter(|(_, c)| **c != 1).take(10).collect();
     assert!(dup.is_empty(), "points stored more than once, e.g. {dup:?}");

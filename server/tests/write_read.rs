@@ -39,8 +39,12 @@ fn every_field_type_round_trips() {
     let types = s.sql("SELECT name, type FROM system.columns WHERE table = 't_autogen_m' ORDER BY position FORMAT TSVRaw");
     assert_eq!(
         types.trim(),
-        "time\tDateTime64(9, 'UTC')\nseries_id\tUInt64\nf\tNullable(Float64)\ni\tNullable(Int64)\nu\tNullable(UInt64)\ns\tNullable(String)\nb\tNullable(Bool)\nb2\tNullable(Bool)"
+        "time\tDateTime64(9, 'UTC')\nseries_id\tUInt64\nf\tNullable(Float64)\ni\tNullable(Int64)\nu\tNullable(UInt64)\ns\tNullable(String)\nb\tNullable(Bool)\nb2\tNullable(Bool)\n_sluice_seq\tUInt64"
     );
+    // The WAL sequence column is MATERIALIZED: not in `SELECT *`.
+    let star = json_rows(&s.sql("SELECT * FROM t_autogen_m FORMAT JSONEachRow"));
+    assert!(star[0].get("_sluice_seq").is_none(), "{star:?}");
+    assert!(star[0].get("series_id").is_some(), "{star:?}");
 }
 
 #[test]
@@ -253,6 +257,15 @@ fn field_type_conflicts_are_rejected_per_line() {
     let r = s.write("db=fc", "m time=1 4\n");
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("invalid field name"), "{}", r.body);
+    // So are sluice's own columns, and only those lines are dropped.
+    let r = s.write("db=fc", "m series_id=1 5\nm _sluice_seq=1 6\nm v=10 7\n");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("series_id"), "{}", r.body);
+    assert!(r.body.contains("dropped=2"), "{}", r.body);
+    let r = s.write("db=fc", "m _sluice_seq=1 8\n");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("_sluice_seq"), "{}", r.body);
+    s.wait_sql("SELECT count() FROM fc_autogen_m", "4");
 }
 
 #[test]

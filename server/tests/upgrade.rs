@@ -1,0 +1,112 @@
+//! A data directory written by an earlier version: its measurement tables lack the WAL
+//! sequence column (`_sluice_seq`). Loading the catalog adds it; old rows read as 0 (no WAL
+//! entry has that number); flushing and recovery work on the table as on a new one.
+
+use std::sync::Arc;
+
+use chdb_rust::format::OutputFormat;
+use sluice_core::config::ServerConfig;
+use sluice_core::{lp, NoSchema, ParseOptions, Precision};
+use sluice_server::catalog::{Catalog, SEQ_COLUMN};
+use sluice_server::engine::Engine;
+use sluice_server::flush::{recover_intents, Flusher};
+use sluice_server::metrics::Metrics;
+use sluice_server::payload;
+use sluice_server::wal::{CommitObserver, Entry, Wal};
+
+struct NoObs;
+impl CommitObserver for NoObs {
+    fn group_committed(&self, _: usize, _: u64, _: f64) {}
+}
+
+fn query(engine: &Engine, sql: &str) -> String {
+    let out = engine.query(sql, OutputFormat::TabSeparated).unwrap();
+    String::from_utf8_lossy(&out).trim().to_string()
+}
+
+#[tokio::test]
+async fn tables_of_an_earlier_version_get_the_sequence_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Arc::new(Engine::open(&dir.path().join("chdb"), 1, 1).unwrap());
+    // The table as the first version created it, with one row.
+    engine
+        .execute(
+            "CREATE TABLE old (`time` DateTime64(9, 'UTC'), `series_id` UInt64, `v` Nullable(Float64)) \
+             ENGINE = MergeTree ORDER BY (`series_id`, `time`) SETTINGS non_replicated_deduplication_window = 1000",
+        )
+        .unwrap();
+    engine
+        .execute("INSERT INTO old VALUES (1, 7, 1.5)")
+        .unwrap();
+    let wal = Arc::new(
+        Wal::open(
+            &dir.path().join("wal"),
+            8,
+            Box::new(|_| {}),
+            Arc::new(NoObs),
+        )
+        .unwrap(),
+    );
+
+    let catalog = Catalog::load(engine.clone(), &ServerConfig::default(), &wal).unwrap();
+    assert_eq!(
+        query(
+            &engine,
+            &format!(
+                "SELECT count() FROM system.columns WHERE table = 'old' AND name = '{SEQ_COLUMN}'"
+            )
+        ),
+        "1"
+    );
+    // The field types are what they were; the new column is not a field.
+    assert_eq!(
+        catalog.field_type("old", "v"),
+        Some(sluice_core::FieldType::Float)
+    );
+    assert_eq!(catalog.field_type("old", SEQ_COLUMN), None);
+    // Loading again is a no-op.
+    Catalog::load(engine.clone(), &ServerConfig::default(), &wal).unwrap();
+    assert_eq!(
+        query(&engine, &format!("SELECT {SEQ_COLUMN}, v FROM old")),
+        "0\t1.5"
+    );
+    // `SELECT *` does not show it.
+    assert_eq!(
+        query(&engine, "SELECT * FROM old"),
+        "1970-01-01 00:00:00.000000001\t7\t1.5"
+    );
+
+    // An interrupted flush into the old table settles like any other.
+    let parsed = lp::parse(
+        b"old,h=a v=2 2\nold,h=b v=3 3\n",
+        &ParseOptions::new(Precision::Nanosecond, 0),
+        &NoSchema,
+    );
+    let batch = &parsed.batches[0];
+    wal.submit(vec![Entry {
+        table: "old".into(),
+        rows: batch.len() as u32,
+        payload: payload::encode_measurement(batch),
+    }])
+    .unwrap()
+    .await
+    .unwrap()
+    .unwrap();
+    wal.set_intent("old", 1, 1).unwrap();
+    let flusher = Flusher {
+        wal: wal.clone(),
+        engine: engine.clone(),
+        metrics: Arc::new(Metrics::new()),
+        max_rows: 1000,
+    };
+    assert_eq!(recover_intents(&flusher).unwrap(), 1);
+    assert_eq!(
+        query(
+            &engine,
+            &format!("SELECT count(), sum(v), groupArray({SEQ_COLUMN}) FROM (SELECT * , {SEQ_COLUMN} FROM old ORDER BY time)")
+        ),
+        "3\t6.5\t[0,1,1]"
+    );
+    assert!(wal.pending().unwrap().is_empty());
+    wal.close();
+}
