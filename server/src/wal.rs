@@ -99,6 +99,20 @@ fn data_key(table: &str, seq: u64) -> Vec<u8> {
     k
 }
 
+/// An intent's value: u64 BE first, u64 BE last.
+fn decode_intent(table: &str, v: &[u8]) -> Result<(u64, u64), WalError> {
+    match (v.get(..8), v.get(8..)) {
+        (Some(first), Some(last)) if v.len() == 16 => Ok((
+            u64::from_be_bytes(first.try_into().unwrap_or([0; 8])),
+            u64::from_be_bytes(last.try_into().unwrap_or([0; 8])),
+        )),
+        _ => Err(WalError::Corrupt {
+            key: format!("i{table}"),
+            reason: "intent is not 16 bytes".into(),
+        }),
+    }
+}
+
 fn intent_key(table: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + table.len());
     k.push(b'i');
@@ -295,18 +309,10 @@ impl Wal {
 
     /// `table`'s intent, if one is left (by a crash, or by an insert that failed).
     pub fn intent(&self, table: &str) -> Result<Option<(u64, u64)>, WalError> {
-        let Some(v) = self.db.get(intent_key(table))? else {
-            return Ok(None);
-        };
-        if v.len() != 16 {
-            return Err(WalError::Corrupt {
-                key: format!("i{table}"),
-                reason: "intent is not 16 bytes".into(),
-            });
-        }
-        let first = u64::from_be_bytes(v[..8].try_into().unwrap_or([0; 8]));
-        let last = u64::from_be_bytes(v[8..].try_into().unwrap_or([0; 8]));
-        Ok(Some((first, last)))
+        self.db
+            .get(intent_key(table))?
+            .map(|v| decode_intent(table, &v))
+            .transpose()
     }
 
     /// Intents left by a previous run: ranges whose insert may or may not have reached chDB.
@@ -321,14 +327,7 @@ impl Wal {
                 break;
             }
             let table = String::from_utf8_lossy(&k[1..]).into_owned();
-            if v.len() != 16 {
-                return Err(WalError::Corrupt {
-                    key: format!("i{table}"),
-                    reason: "intent is not 16 bytes".into(),
-                });
-            }
-            let first = u64::from_be_bytes(v[..8].try_into().unwrap_or([0; 8]));
-            let last = u64::from_be_bytes(v[8..].try_into().unwrap_or([0; 8]));
+            let (first, last) = decode_intent(&table, &v)?;
             out.push((table, first, last));
         }
         Ok(out)

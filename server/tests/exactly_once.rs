@@ -8,6 +8,8 @@
 //! - part of a range is present (an earlier attempt of a smaller range committed, then the
 //!   insert failed): recovery inserts only the missing entries.
 
+mod common;
+
 use std::sync::Arc;
 
 use chdb_rust::format::OutputFormat;
@@ -17,12 +19,7 @@ use sluice_server::engine::Engine;
 use sluice_server::flush::{recover_intents, Flusher};
 use sluice_server::metrics::Metrics;
 use sluice_server::payload;
-use sluice_server::wal::{CommitObserver, Entry, Wal};
-
-struct NoObs;
-impl CommitObserver for NoObs {
-    fn group_committed(&self, _: usize, _: u64, _: f64) {}
-}
+use sluice_server::wal::Wal;
 
 fn count(engine: &Engine) -> String {
     let out = engine
@@ -32,30 +29,14 @@ fn count(engine: &Engine) -> String {
 }
 
 async fn commit(wal: &Wal, batch: &sluice_core::MeasurementBatch) {
-    wal.submit(vec![Entry {
-        table: "t".into(),
-        rows: batch.len() as u32,
-        payload: payload::encode_measurement(batch),
-    }])
-    .unwrap()
-    .await
-    .unwrap()
-    .unwrap();
+    common::commit_batch(wal, "t", batch).await;
 }
 
 #[tokio::test]
 async fn recovery_inserts_exactly_the_entries_the_table_lacks() {
     let dir = tempfile::tempdir().unwrap();
     let engine = Arc::new(Engine::open(&dir.path().join("chdb"), 1, 1).unwrap());
-    let wal = Arc::new(
-        Wal::open(
-            &dir.path().join("wal"),
-            8,
-            Box::new(|_| {}),
-            Arc::new(NoObs),
-        )
-        .unwrap(),
-    );
+    let wal = common::open_wal(&dir.path().join("wal"));
     let parsed = lp::parse(
         b"t,h=a v=1 1\nt,h=b v=2 2\nt,h=a v=3 3\n",
         &ParseOptions::new(Precision::Nanosecond, 0),

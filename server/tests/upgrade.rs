@@ -2,6 +2,8 @@
 //! sequence column (`_sluice_seq`). Loading the catalog adds it; old rows read as 0 (no WAL
 //! entry has that number); flushing and recovery work on the table as on a new one.
 
+mod common;
+
 use std::sync::Arc;
 
 use chdb_rust::format::OutputFormat;
@@ -11,13 +13,6 @@ use sluice_server::catalog::{Catalog, SEQ_COLUMN};
 use sluice_server::engine::Engine;
 use sluice_server::flush::{recover_intents, Flusher};
 use sluice_server::metrics::Metrics;
-use sluice_server::payload;
-use sluice_server::wal::{CommitObserver, Entry, Wal};
-
-struct NoObs;
-impl CommitObserver for NoObs {
-    fn group_committed(&self, _: usize, _: u64, _: f64) {}
-}
 
 fn query(engine: &Engine, sql: &str) -> String {
     let out = engine.query(sql, OutputFormat::TabSeparated).unwrap();
@@ -38,15 +33,7 @@ async fn tables_of_an_earlier_version_get_the_sequence_column() {
     engine
         .execute("INSERT INTO old VALUES (1, 7, 1.5)")
         .unwrap();
-    let wal = Arc::new(
-        Wal::open(
-            &dir.path().join("wal"),
-            8,
-            Box::new(|_| {}),
-            Arc::new(NoObs),
-        )
-        .unwrap(),
-    );
+    let wal = common::open_wal(&dir.path().join("wal"));
 
     let catalog = Catalog::load(engine.clone(), &ServerConfig::default(), &wal).unwrap();
     assert_eq!(
@@ -83,15 +70,7 @@ async fn tables_of_an_earlier_version_get_the_sequence_column() {
         &NoSchema,
     );
     let batch = &parsed.batches[0];
-    wal.submit(vec![Entry {
-        table: "old".into(),
-        rows: batch.len() as u32,
-        payload: payload::encode_measurement(batch),
-    }])
-    .unwrap()
-    .await
-    .unwrap()
-    .unwrap();
+    common::commit_batch(&wal, "old", batch).await;
     wal.set_intent("old", 1, 1).unwrap();
     let flusher = Flusher {
         wal: wal.clone(),

@@ -299,3 +299,34 @@ pub fn wait_child(
         }
     }
 }
+
+/// Commits `batch` of `table` to `wal` as one entry and waits until it is durable (for tests
+/// that drive the WAL and the flusher directly, without a server).
+pub async fn commit_batch(
+    wal: &sluice_server::wal::Wal,
+    table: &str,
+    batch: &sluice_core::MeasurementBatch,
+) {
+    wal.submit(vec![sluice_server::wal::Entry {
+        table: table.into(),
+        rows: batch.len() as u32,
+        payload: sluice_server::payload::encode_measurement(batch),
+    }])
+    .expect("submit")
+    .await
+    .expect("committer")
+    .expect("commit");
+}
+
+struct NoObserver;
+impl sluice_server::wal::CommitObserver for NoObserver {
+    fn group_committed(&self, _: usize, _: u64, _: f64) {}
+}
+
+/// A WAL in `dir` whose commits go nowhere (no scheduler): tests drive the flusher themselves.
+pub fn open_wal(dir: &Path) -> std::sync::Arc<sluice_server::wal::Wal> {
+    std::sync::Arc::new(
+        sluice_server::wal::Wal::open(dir, 8, Box::new(|_| {}), std::sync::Arc::new(NoObserver))
+            .expect("open the WAL"),
+    )
+}
