@@ -99,6 +99,12 @@ def kget(kind, name, ns=NS):
     return json.loads(r.stdout) if r.returncode == 0 else None
 
 
+def established(crd):
+    """Whether a CustomResourceDefinition object has condition Established=True."""
+    conds = ((crd or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conds)
+
+
 def helm(*args, timeout=600):
     return sh(HELM + list(args), timeout=timeout).stdout
 
@@ -584,7 +590,9 @@ def monitoring_follows_the_api():
         if not kget("crd", name, ns="default"):
             k("apply", "--server-side", "-f", os.path.join(MONITORING_CRDS, f"monitoring.coreos.com_{kind}.yaml"))
             INSTALLED_CRDS.append(name)
-        k("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+        # Not `kubectl wait --for=condition=Established`: on a CRD created a moment ago that has
+        # no status yet, it fails at once ("status.conditions accessor error") instead of waiting.
+        wait_for(f"CRD {name} established", lambda n=name: established(kget("crd", n, ns="default")), 60)
     ops_before = {p["metadata"]["uid"] for p in kj("-n", OP_NS, "get", "pods", "-l", "app.kubernetes.io/name=sluice-operator")["items"]}
     helm("upgrade", RELEASE, CHART, "-n", OP_NS, "--wait", "--timeout", "3m", *helm_values(TAG))
     pms = kj("-n", OP_NS, "get", "podmonitors")["items"]
