@@ -43,9 +43,8 @@ ts("Ingest rate (points/s)", [
     (f'sum by (tenant, reason) (rate(sluice_points_rejected_total{{{SEL}}}[5m]))', "{{tenant}} rejected ({{reason}})")],
    "short", 0, desc="Offered: received in write requests; acknowledged: durable and answered 204; flushed: in chDB.")
 ts("Write latency percentiles", [
-    (f'histogram_quantile(0.50, sum by (tenant, le) (rate(sluice_http_request_duration_seconds_bucket{{{SEL}, endpoint=~"write|write_v2"}}[5m])))', "{{tenant}} p50"),
-    (f'histogram_quantile(0.95, sum by (tenant, le) (rate(sluice_http_request_duration_seconds_bucket{{{SEL}, endpoint=~"write|write_v2"}}[5m])))', "{{tenant}} p95"),
-    (f'histogram_quantile(0.99, sum by (tenant, le) (rate(sluice_http_request_duration_seconds_bucket{{{SEL}, endpoint=~"write|write_v2"}}[5m])))', "{{tenant}} p99"),
+    *[(f'histogram_quantile(0.{p}, sum by (tenant, le) (rate(sluice_http_request_duration_seconds_bucket{{{SEL}, endpoint=~"write|write_v2"}}[5m])))', f"{{{{tenant}}}} p{p}")
+      for p in ("50", "95", "99")],
     (f'sluice:tenant_p95_target_seconds{{{SEL}}}', "{{tenant}} p95 target")],
    "s", 8, desc="Request latency of /write and /api/v2/write, first byte to answer. The target comes from the chart's p95 targets (default 250ms).")
 ts("Write requests/s by status", [

@@ -114,31 +114,32 @@ fn field_type_of(chdb: &str) -> Option<FieldType> {
 /// out of `SELECT *`; the flush sets it explicitly (`insert_allow_materialized_columns`).
 pub const SEQ_COLUMN: &str = "_sluice_seq";
 
-/// The column and its skip index (recovery reads a narrow range of it).
-fn seq_column_sql() -> (String, String) {
-    (
-        format!("{} UInt64 MATERIALIZED 0", quote_ident(SEQ_COLUMN)),
-        format!(
-            "INDEX {} {} TYPE minmax GRANULARITY 1",
-            quote_ident(&format!("{SEQ_COLUMN}_idx")),
-            quote_ident(SEQ_COLUMN)
-        ),
+/// The column's definition.
+fn seq_column_sql() -> String {
+    format!("{} UInt64 MATERIALIZED 0", quote_ident(SEQ_COLUMN))
+}
+
+/// Its skip index (recovery reads a narrow range of it), without the `INDEX` keyword.
+fn seq_index_sql() -> String {
+    format!(
+        "{} {} TYPE minmax GRANULARITY 1",
+        quote_ident(&format!("{SEQ_COLUMN}_idx")),
+        quote_ident(SEQ_COLUMN)
     )
 }
 
 /// Adds the sequence column to a table made by an earlier version (its old rows read as 0,
 /// which no WAL entry has).
 pub fn add_seq_column_sql(table: &str) -> Vec<String> {
-    let (col, idx) = seq_column_sql();
+    let table = quote_ident(table);
     vec![
         format!(
-            "ALTER TABLE {} ADD COLUMN IF NOT EXISTS {col}",
-            quote_ident(table)
+            "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {}",
+            seq_column_sql()
         ),
         format!(
-            "ALTER TABLE {} ADD {}",
-            quote_ident(table),
-            idx.replacen("INDEX", "INDEX IF NOT EXISTS", 1)
+            "ALTER TABLE {table} ADD INDEX IF NOT EXISTS {}",
+            seq_index_sql()
         ),
     ]
 }
@@ -165,9 +166,8 @@ pub fn create_table_sql(
     for (name, t) in fields {
         cols.push(format!("{} Nullable({})", quote_ident(name), chdb_type(*t)));
     }
-    let (seq, seq_index) = seq_column_sql();
-    cols.push(seq);
-    cols.push(seq_index);
+    cols.push(seq_column_sql());
+    cols.push(format!("INDEX {}", seq_index_sql()));
     let ttl = match ttl {
         Some(d) => format!(
             " TTL toDateTime(`time`) + toIntervalSecond({})",
@@ -325,11 +325,6 @@ impl Catalog {
                 .collect()
         };
         self.series_keys.remember(recorded);
-    }
-
-    /// Number of remembered series keys and their approximate memory.
-    pub fn series_key_cache(&self) -> (usize, usize) {
-        (self.series_keys.len(), self.series_keys.bytes())
     }
 
     /// Gives back series claimed by a write that did not become durable.
