@@ -187,7 +187,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Inserts `batch` into `table`, mapping columns by name (materialized columns included).
+    /// Inserts `batch` into `table` as one part, mapping columns by name (materialized columns included).
     /// With `Some(token)`, inserting the same token again within the table's deduplication
     /// window adds nothing; `None` inserts unconditionally (recovery, which has checked what
     /// the table already holds).
@@ -225,7 +225,7 @@ impl Engine {
             None => "insert_deduplicate = 0".to_string(),
         };
         let sql = format!(
-            "INSERT INTO {} ({}) SELECT * FROM {} SETTINGS insert_allow_materialized_columns = 1, {dedup}",
+            "INSERT INTO {} ({}) SELECT * FROM {} SETTINGS insert_allow_materialized_columns = 1, {WHOLE_INSERT}, {dedup}",
             quote_ident(table),
             columns.join(", "),
             arrow_stream_table_sql(&name),
@@ -239,6 +239,13 @@ impl Engine {
         Ok(())
     }
 }
+
+/// Squash the whole insert into one block, whatever its size (thresholds no flush reaches; 0
+/// would disable squashing instead), and write it from one thread: chDB commits each block of
+/// an insert as a part of its own, and recovery's per-entry check (`Flusher::resolve_intent`)
+/// needs an entry to be in the table entirely or not at all. With chDB's defaults a flush above
+/// about 1 M rows or 256 MiB became several parts (a 2.5 M-row flush made three).
+const WHOLE_INSERT: &str = "min_insert_block_size_rows = 1000000000000, min_insert_block_size_bytes = 1000000000000000, max_insert_threads = 1";
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use chdb_rust::format::OutputFormat;
 use sluice_core::config::ServerConfig;
 use sluice_core::{lp, NoSchema, ParseOptions, Precision};
-use sluice_server::catalog::{Catalog, SEQ_COLUMN};
+use sluice_server::catalog::{Catalog, MERGE_SELECTOR_BASE, SEQ_COLUMN};
 use sluice_server::engine::Engine;
 use sluice_server::flush::{recover_intents, Flusher};
 use sluice_server::metrics::Metrics;
@@ -51,6 +51,17 @@ async fn tables_of_an_earlier_version_get_the_sequence_column() {
         Some(sluice_core::FieldType::Float)
     );
     assert_eq!(catalog.field_type("old", SEQ_COLUMN), None);
+    // It merges like a table made today, and so does the series table.
+    assert_eq!(
+        query(
+            &engine,
+            &format!(
+                "SELECT name FROM system.tables WHERE database = currentDatabase() \
+                 AND create_table_query LIKE '%merge_selector_base = {MERGE_SELECTOR_BASE}%' ORDER BY name"
+            )
+        ),
+        "old\nsluice_series"
+    );
     // Loading again is a no-op.
     Catalog::load(engine.clone(), &ServerConfig::default(), &wal).unwrap();
     assert_eq!(
