@@ -12,6 +12,7 @@ pub mod line_error;
 pub mod lp;
 pub mod msgpack;
 pub mod names;
+pub mod order;
 pub mod precision;
 pub mod series;
 pub mod testdata;

@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use chdb_rust::arrow::array::{
     Array, ArrayRef, BooleanArray, Float64Array, Int64Array, MapBuilder, RecordBatch,
-    StringBuilder, TimestampNanosecondArray, UInt64Array, UInt64Builder,
+    StringBuilder, TimestampNanosecondArray, UInt32Array, UInt64Array, UInt64Builder,
 };
 use chdb_rust::arrow::buffer::{BooleanBuffer, NullBuffer};
+use chdb_rust::arrow::compute::take_record_batch;
 use chdb_rust::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use chdb_rust::arrow::error::ArrowError;
 use sluice_core::{ColumnValues, FieldType, MeasurementBatch};
@@ -121,7 +122,8 @@ impl ColumnBuilder {
 
 /// Coalesces batches of one measurement table into one Arrow batch: `time`, `series_id`, the
 /// WAL sequence number of each row's entry (`seqs[i]` for `batches[i]`, see
-/// [`crate::catalog::SEQ_COLUMN`]), then every field seen, in order of first appearance.
+/// [`crate::catalog::SEQ_COLUMN`]), then every field seen, in order of first appearance. Rows
+/// are ordered by series, then time ([`sluice_core::order`]).
 pub fn measurement_batches(
     batches: &[MeasurementBatch],
     seqs: &[u64],
@@ -160,6 +162,8 @@ pub fn measurement_batches(
             }
         }
     }
+    // Sorted as the table stores them, which spares chDB its own, slower, sort.
+    let order = sluice_core::order::sort_order(&series, &time);
     let mut schema_fields = vec![
         Field::new(
             "time",
@@ -178,7 +182,11 @@ pub fn measurement_batches(
         schema_fields.push(Field::new(name, arrow_type(t), true));
         columns.push(b.finish());
     }
-    RecordBatch::try_new(Arc::new(Schema::new(schema_fields)), columns)
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(schema_fields)), columns)?;
+    match order {
+        None => Ok(batch),
+        Some(perm) => take_record_batch(&batch, &UInt32Array::from(perm)),
+    }
 }
 
 /// Rows for the series dimension table.
@@ -283,6 +291,37 @@ mod tests {
         );
         assert_eq!(rb.column(3).null_count(), 2);
         assert!(measurement_batches(&[batch(&[(1, None)], None)], &[]).is_err());
+    }
+
+    #[test]
+    fn rows_come_out_in_series_then_time_order_with_their_values() {
+        // Two entries of interleaved series 9 and 3, one row of series 9 arriving late.
+        let mut a = batch(&[(2, Some(1.0)), (1, Some(2.0)), (3, None)], None);
+        a.series_id = vec![9, 3, 9];
+        let mut b = batch(&[(1, Some(4.0)), (2, Some(5.0))], Some(&[Some("x"), None]));
+        b.series_id = vec![9, 3];
+        let rb = measurement_batches(&[a, b], &[1, 2]).unwrap();
+        let col = |i: usize| rb.column(i).as_primitive::<UInt64Type>().values().to_vec();
+        assert_eq!(col(1), [3, 3, 9, 9, 9]);
+        let time = rb
+            .column(0)
+            .as_primitive::<chdb_rust::arrow::datatypes::TimestampNanosecondType>();
+        assert_eq!(time.values().to_vec(), [1, 2, 1, 2, 3]);
+        assert_eq!(col(2), [1, 2, 2, 1, 1]);
+        let v = rb.column(3).as_primitive::<Float64Type>();
+        assert_eq!(
+            (0..5)
+                .map(|i| v.is_valid(i).then(|| v.value(i)))
+                .collect::<Vec<_>>(),
+            [Some(2.0), Some(5.0), Some(4.0), Some(1.0), None]
+        );
+        let s = rb.column(4).as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(
+            (0..5)
+                .map(|i| s.is_valid(i).then(|| s.value(i)))
+                .collect::<Vec<_>>(),
+            [None, None, Some("x"), None, None]
+        );
     }
 
     #[test]
