@@ -1,0 +1,67 @@
+//! How sluice sets chDB up for a write-heavy load: a flush lands as one part whatever its size,
+//! and merges run at a lower CPU priority than requests. Its own binary: chDB allows one data
+//! path per process.
+
+use chdb_rust::format::OutputFormat;
+use sluice_server::catalog::create_table_sql;
+use sluice_server::engine::Engine;
+
+fn query(engine: &Engine, sql: &str) -> String {
+    let out = engine.query(sql, OutputFormat::TabSeparated).unwrap();
+    String::from_utf8_lossy(&out).trim().to_string()
+}
+
+/// One test for both, so the engine is opened and closed once (an engine left open at process
+/// exit races chDB's static destructors).
+#[test]
+fn engine_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(&dir.path().join("chdb"), 1, 1).unwrap();
+    merge_threads_yield_to_requests(&engine);
+    a_flush_larger_than_chdb_block_size_lands_as_one_part(&engine);
+}
+
+fn merge_threads_yield_to_requests(engine: &Engine) {
+    assert_eq!(
+        query(
+            engine,
+            "SELECT value FROM system.server_settings WHERE name = 'os_threads_nice_value_merge_mutate'"
+        ),
+        "10"
+    );
+}
+
+/// Recovery decides per WAL entry whether it is in the table, which is only sound if an insert
+/// lands whole: chDB commits each block of an insert as its own part, so a flush larger than
+/// its default squashing size (about 1 M rows or 256 MiB) would otherwise become several parts
+/// that a crash could separate, leaving an entry half present.
+fn a_flush_larger_than_chdb_block_size_lands_as_one_part(engine: &Engine) {
+    let rows = 2_500_000usize;
+    let batch = sluice_core::MeasurementBatch {
+        time_ns: (0..rows as i64).collect(),
+        series_id: (0..rows as u64).map(|i| i % 1000).collect(),
+        line: vec![1; rows],
+        fields: vec![sluice_core::FieldColumn {
+            name: "v".into(),
+            values: sluice_core::ColumnValues::Float((0..rows).map(|i| i as f64).collect()),
+            valid: vec![true; rows],
+        }],
+        ..sluice_core::MeasurementBatch::new("t".into())
+    };
+    engine
+        .execute(&create_table_sql(
+            "t",
+            None,
+            &[("v".into(), sluice_core::FieldType::Float)],
+        ))
+        .unwrap();
+    let rb = sluice_server::arrow_batch::measurement_batches(&[batch], &[1]).unwrap();
+    engine.insert("t", rb, Some("t/1-1")).unwrap();
+    assert_eq!(
+        query(
+            engine,
+            "SELECT count(), sum(rows) FROM system.parts WHERE active AND table = 't'"
+        ),
+        format!("1\t{rows}")
+    );
+}
