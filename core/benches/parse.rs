@@ -6,7 +6,9 @@
 //! steady state: the server remembers the raw keys of recorded series and the parser skips
 //! them).
 //!
-//! Run: `cargo bench -p sluice-core --bench parse` (`-- --quick` for a short run).
+//! Run: `cargo bench -p sluice-core --bench parse` (`-- --quick` for a short run). On a noisy
+//! machine, count cycles instead: `PARSE_BENCH_ITERS=40 perf stat -e cycles:u <bench binary> 10000`
+//! parses the body 2 x 40 times after one warm-up parse (new keys, then known keys).
 
 use std::time::{Duration, Instant};
 
@@ -24,7 +26,14 @@ fn measure(text: &str, schema: &dyn SchemaLookup, budget: Duration) -> (f64, f64
     let opts = ParseOptions::new(Precision::Nanosecond, 0);
     let started = Instant::now();
     let mut n = 0usize;
-    while n < 3 || started.elapsed() < budget {
+    // A fixed count instead of a time budget, for counting cycles with `perf stat`.
+    let fixed: Option<usize> = std::env::var("PARSE_BENCH_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    while match fixed {
+        Some(iters) => n < iters,
+        None => n < 3 || started.elapsed() < budget,
+    } {
         let parsed = lp::parse(std::hint::black_box(text.as_bytes()), &opts, schema);
         assert_eq!(parsed.points, POINTS);
         n += 1;
@@ -57,7 +66,7 @@ fn main() {
         let parsed = lp::parse(text.as_bytes(), &opts, &NoSchema);
         assert_eq!(parsed.points, POINTS);
         assert!(parsed.errors.is_empty());
-        let known = KnownKeys::of(text.as_bytes(), &parsed);
+        let known = KnownKeys::of(&parsed);
         let (new_ns, mbs) = measure(&text, &NoSchema, budget);
         let (known_ns, _) = measure(&text, &known, budget);
         println!("{series:>8} {new_ns:>16.1} {mbs:>10.0} {known_ns:>18.1}");

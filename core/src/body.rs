@@ -2,6 +2,7 @@
 //! [`crate::msgpack`]).
 
 use crate::batch::{FieldType, MeasurementBatch};
+use crate::fasthash::KeyHash;
 use crate::line_error::LineError;
 use crate::precision::Precision;
 use std::collections::HashMap;
@@ -45,8 +46,9 @@ pub trait SchemaLookup {
     /// several times the rest of its line; with this answer the decoder skips all of it and
     /// reports no [`crate::SeriesDef`] for the series. An implementation must therefore answer
     /// only for keys a decoder accepted before (listed in [`ParsedBody::new_keys`]), with the
-    /// id it gave then, and only once the series is recorded.
-    fn known_series(&self, _raw_key: &[u8]) -> Option<u64> {
+    /// id it gave then, and only once the series is recorded. `hash` is [`KeyHash::of`]
+    /// `raw_key`, which the decoder computed anyway: implementations look keys up by it.
+    fn known_series(&self, _raw_key: &[u8], _hash: KeyHash) -> Option<u64> {
         None
     }
 }
@@ -93,6 +95,8 @@ pub struct NewSeriesKey {
     pub start: usize,
     pub len: usize,
     pub id: u64,
+    /// [`KeyHash::of`] the key.
+    pub hash: KeyHash,
 }
 
 impl ParsedBody {

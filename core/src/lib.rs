@@ -21,6 +21,6 @@ pub use batch::{
     BatchError, ColumnValues, FieldColumn, FieldType, MeasurementBatch, SeriesDef, StringColumn,
 };
 pub use body::{NewSeriesKey, NoSchema, ParseOptions, ParsedBody, SchemaLookup};
-pub use fasthash::BuildBytesHasher;
+pub use fasthash::{BuildBytesHasher, KeyHash, KeyHashMap};
 pub use line_error::{LineError, LineErrorKind, Origin};
 pub use precision::{Precision, PrecisionError};

@@ -31,9 +31,9 @@
 //! later lines with another type get a `FieldTypeConflict`. Two values of
 //! different types for the same key within one line are a conflict too.
 //!
-//! Speed: per point the parser does one `memchr` for the key, one hash
-//! lookup of the raw key bytes (skipped when the previous line had the same
-//! key), and per field a positional name check; tags are only parsed,
+//! Speed: per point the parser does one `memchr` for the key, one lookup
+//! by the key's 128-bit hash ([`KeyHash`]; skipped when the previous line had
+//! the same key), and per field a positional name check; tags are only parsed,
 //! unescaped, sorted and hashed the first time a raw key is seen in a body.
 
 mod number;
@@ -48,7 +48,7 @@ pub use crate::line_error::{LineError, LineErrorKind, Origin};
 use crate::batch::FieldColumn as Column;
 use crate::body::{MAX_TIME_NS, MIN_TIME_NS};
 use crate::escape::{unescape, unescape_into, EscapeSet};
-use crate::fasthash::{bytes_eq, BytesMap, IdSet, RawKey};
+use crate::fasthash::{bytes_eq, BytesMap, IdSet, KeyHash, KeyHashMap, RawKey};
 use crate::precision::Precision;
 use crate::series;
 use number::{parse_bool, scan_number, scan_timestamp, Number, NumberError};
@@ -138,7 +138,7 @@ struct Parser<'a, 's> {
     default_time_ns: i64,
     schema: &'s dyn SchemaLookup,
     measurements: BytesMap<'a, usize>,
-    series: BytesMap<'a, SeriesSlot>,
+    series: KeyHashMap<SeriesSlot>,
     last_key: Option<(&'a [u8], SeriesSlot)>,
     /// Tag sets of resolved keys, moved into their batch on first use.
     pending_series: Vec<Option<SeriesDef>>,
@@ -160,7 +160,7 @@ impl<'a, 's> Parser<'a, 's> {
             default_time_ns: opts.precision.truncate_ns(opts.default_time_ns),
             schema,
             measurements: BytesMap::default(),
-            series: BytesMap::default(),
+            series: KeyHashMap::default(),
             last_key: None,
             pending_series: Vec::new(),
             batches: Vec::new(),
@@ -314,10 +314,11 @@ impl<'a, 's> Parser<'a, 's> {
                 return Ok(slot);
             }
         }
-        let slot = match self.series.get(&RawKey(key)) {
+        let hash = KeyHash::of(key);
+        let slot = match self.series.get(&hash) {
             Some(slot) => *slot,
             None => {
-                let slot = match self.schema.known_series(key) {
+                let slot = match self.schema.known_series(key, hash) {
                     Some(id) => self.known_slot(key, id, start)?,
                     None => {
                         let slot = self.resolve_series(key, start)?;
@@ -325,11 +326,12 @@ impl<'a, 's> Parser<'a, 's> {
                             start,
                             len: key.len(),
                             id: slot.id,
+                            hash,
                         });
                         slot
                     }
                 };
-                self.series.insert(RawKey(key), slot);
+                self.series.insert(hash, slot);
                 slot
             }
         };

@@ -1,26 +1,18 @@
 //! The line-protocol payload the benchmarks measure, in one place so every benchmark parses
 //! the same bytes: Telegraf's `cpu` shape with three tags and five float fields.
 
-use std::collections::HashMap;
-
 use crate::body::{ParsedBody, SchemaLookup};
-use crate::fasthash::BuildBytesHasher;
+use crate::fasthash::{KeyHash, KeyHashMap};
 use crate::FieldType;
 
 /// A schema that knows the series keys one parse resolved, as the server remembers the keys
 /// of recorded series: parsing the same body again with it measures the steady state.
-pub struct KnownKeys(HashMap<Vec<u8>, u64, BuildBytesHasher>);
+pub struct KnownKeys(KeyHashMap<u64>);
 
 impl KnownKeys {
-    /// The keys `parsed` (the result of parsing `body`) resolved.
-    pub fn of(body: &[u8], parsed: &ParsedBody) -> Self {
-        KnownKeys(
-            parsed
-                .new_keys
-                .iter()
-                .filter_map(|k| Some((body.get(k.start..k.start + k.len)?.to_vec(), k.id)))
-                .collect(),
-        )
+    /// The keys that `parsed` resolved.
+    pub fn of(parsed: &ParsedBody) -> Self {
+        KnownKeys(parsed.new_keys.iter().map(|k| (k.hash, k.id)).collect())
     }
 }
 
@@ -28,8 +20,8 @@ impl SchemaLookup for KnownKeys {
     fn field_type(&self, _: &str, _: &str) -> Option<FieldType> {
         None
     }
-    fn known_series(&self, raw_key: &[u8]) -> Option<u64> {
-        self.0.get(raw_key).copied()
+    fn known_series(&self, _raw_key: &[u8], hash: KeyHash) -> Option<u64> {
+        self.0.get(&hash).copied()
     }
 }
 
@@ -76,7 +68,7 @@ mod tests {
         assert_eq!(b.series.len(), 100);
         assert_eq!(b.fields.len(), 5);
         // Parsed again with the keys it resolved, no series is new.
-        let known = KnownKeys::of(body.as_bytes(), &out);
+        let known = KnownKeys::of(&out);
         let again = lp::parse(
             body.as_bytes(),
             &ParseOptions::new(Precision::Nanosecond, 0),

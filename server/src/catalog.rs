@@ -12,7 +12,7 @@ use std::time::Duration;
 use chdb_rust::format::OutputFormat;
 use sluice_core::config::{DatabaseConfig, RetentionPolicyConfig, ServerConfig};
 use sluice_core::names::{quote_ident, quote_str, table_name, validate_name, NameError};
-use sluice_core::{FieldType, SchemaLookup};
+use sluice_core::{FieldType, KeyHash, SchemaLookup};
 
 use crate::engine::{Engine, EngineError};
 use crate::series_cache::SeriesKeyCache;
@@ -71,8 +71,7 @@ pub struct Catalog {
     series_keys: SeriesKeyCache,
 }
 
-/// Memory for remembered series keys: about 64 bytes per key of a typical agent, so about a
-/// million series.
+/// Memory for remembered series keys: about 50 bytes per key, so about 1.3 million series.
 const SERIES_KEY_CACHE_BYTES: usize = 64 << 20;
 
 /// The field types a batch needs but a table does not have yet.
@@ -345,11 +344,11 @@ impl Catalog {
     /// Remembers the raw keys of the series among `keys` that are recorded (or claimed by a
     /// write that is now durable); keys of series refused by the cardinality limit or given
     /// back are skipped, so the parser never trusts a key whose series is not recorded.
-    pub fn remember_series_keys(&self, keys: &[(&[u8], u64)]) {
+    pub fn remember_series_keys(&self, keys: &[(KeyHash, u64)]) {
         if keys.is_empty() {
             return;
         }
-        let recorded: Vec<(&[u8], u64)> = {
+        let recorded: Vec<(KeyHash, u64)> = {
             let set = self.series.lock().unwrap_or_else(|p| p.into_inner());
             keys.iter()
                 .filter(|(_, id)| set.contains(id))
@@ -590,8 +589,8 @@ impl SchemaLookup for TargetLookup<'_> {
         self.catalog.field_type(&table, field)
     }
 
-    fn known_series(&self, raw_key: &[u8]) -> Option<u64> {
-        self.catalog.series_keys.get(raw_key)
+    fn known_series(&self, _raw_key: &[u8], hash: KeyHash) -> Option<u64> {
+        self.catalog.series_keys.get(hash)
     }
 }
 

@@ -11,7 +11,9 @@ use std::time::Instant;
 
 use sluice_core::names::{file_name_len, table_name, MAX_MEASUREMENT_LEN, MAX_TABLE_FILE_NAME_LEN};
 use sluice_core::precision::Precision;
-use sluice_core::{lp, msgpack, FieldType, LineError, MeasurementBatch, ParseOptions, ParsedBody};
+use sluice_core::{
+    lp, msgpack, FieldType, KeyHash, LineError, MeasurementBatch, ParseOptions, ParsedBody,
+};
 
 use crate::catalog::{Catalog, CatalogError, Target, SERIES_TABLE};
 use crate::metrics::Metrics;
@@ -51,7 +53,7 @@ pub struct Prepared {
     pub over_limit: usize,
     claimed: Vec<u64>,
     /// Raw keys of the series this write claims, remembered once it is durable.
-    claimed_keys: Vec<(Box<[u8]>, u64)>,
+    claimed_keys: Vec<(KeyHash, u64)>,
 }
 
 /// What the client is told after a commit.
@@ -196,13 +198,10 @@ impl Ingest {
             let claimed_set: HashSet<u64> = claimed_all.iter().copied().collect();
             let mut known_keys = Vec::with_capacity(new_keys.len());
             for k in &new_keys {
-                let Some(key) = body.get(k.start..k.start + k.len) else {
-                    continue;
-                };
                 if claimed_set.contains(&k.id) {
-                    claimed_keys.push((Box::<[u8]>::from(key), k.id));
+                    claimed_keys.push((k.hash, k.id));
                 } else {
-                    known_keys.push((key, k.id));
+                    known_keys.push((k.hash, k.id));
                 }
             }
             self.catalog.remember_series_keys(&known_keys);
@@ -253,9 +252,7 @@ impl Ingest {
             }
             self.metrics
                 .observe_stage("wal_commit", started.elapsed().as_secs_f64());
-            let keys: Vec<(&[u8], u64)> =
-                claimed_keys.iter().map(|(k, id)| (&k[..], *id)).collect();
-            self.catalog.remember_series_keys(&keys);
+            self.catalog.remember_series_keys(&claimed_keys);
         }
         let parse_only = !rejections.is_empty()
             && rejections

@@ -9,55 +9,49 @@
 //! So an entry may only exist once its series is recorded: keys are remembered after the
 //! write that claimed the series is durable, or at once when the series was known before the
 //! write. Series are never forgotten by the catalog, so entries never go stale. Memory is
-//! bounded by `max_bytes` of keys; when full, new keys are simply not remembered (they are
+//! bounded by `max_bytes`; when full, new keys are simply not remembered (they are
 //! parsed in full each time, as without the cache).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::RwLock;
 
-use sluice_core::BuildBytesHasher;
+use sluice_core::{KeyHash, KeyHashMap};
 
-/// Bookkeeping per entry beyond the key bytes (table slot, box header, id), for the bound.
-const ENTRY_OVERHEAD: usize = 48;
+/// Memory per entry: the 24-byte slot of the hash table plus its control byte, at the table's
+/// worst load (half full right after growing).
+const ENTRY_BYTES: usize = 50;
 
+/// Keys are held as their [`KeyHash`], not their bytes: a lookup then never reads a stored key
+/// (a cache miss per line with thousands of series), and an entry costs the same for any key
+/// length.
 pub struct SeriesKeyCache {
-    keys: RwLock<HashMap<Box<[u8]>, u64, BuildBytesHasher>>,
-    bytes: AtomicUsize,
-    max_bytes: usize,
+    keys: RwLock<KeyHashMap<u64>>,
+    max_entries: usize,
 }
 
 impl SeriesKeyCache {
     pub fn new(max_bytes: usize) -> Self {
         Self {
-            keys: RwLock::new(HashMap::default()),
-            bytes: AtomicUsize::new(0),
-            max_bytes,
+            keys: RwLock::new(KeyHashMap::default()),
+            max_entries: max_bytes / ENTRY_BYTES,
         }
     }
 
-    pub fn get(&self, raw_key: &[u8]) -> Option<u64> {
+    pub fn get(&self, hash: KeyHash) -> Option<u64> {
         self.keys
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(raw_key)
+            .get(&hash)
             .copied()
     }
 
-    /// Remembers `(raw key, series id)` pairs of recorded series, as long as room remains.
-    pub fn remember<'k>(&self, entries: impl IntoIterator<Item = (&'k [u8], u64)>) {
-        if self.bytes.load(Ordering::Relaxed) >= self.max_bytes {
-            return;
-        }
+    /// Remembers `(key hash, series id)` pairs of recorded series, as long as room remains.
+    pub fn remember(&self, entries: impl IntoIterator<Item = (KeyHash, u64)>) {
         let mut keys = self.keys.write().unwrap_or_else(|p| p.into_inner());
-        for (key, id) in entries {
-            let cost = key.len() + ENTRY_OVERHEAD;
-            if self.bytes.load(Ordering::Relaxed) + cost > self.max_bytes {
+        for (hash, id) in entries {
+            if keys.len() >= self.max_entries {
                 break;
             }
-            if keys.insert(key.into(), id).is_none() {
-                self.bytes.fetch_add(cost, Ordering::Relaxed);
-            }
+            keys.entry(hash).or_insert(id);
         }
     }
 
@@ -71,7 +65,7 @@ impl SeriesKeyCache {
 
     /// Approximate memory held, in bytes.
     pub fn bytes(&self) -> usize {
-        self.bytes.load(Ordering::Relaxed)
+        self.len() * ENTRY_BYTES
     }
 }
 
@@ -81,15 +75,20 @@ mod tests {
 
     #[test]
     fn remembers_within_the_bound_and_keeps_the_first_id() {
-        let cache = SeriesKeyCache::new(2 * (ENTRY_OVERHEAD + 10));
-        assert_eq!(cache.get(b"cpu,host=a"), None);
-        cache.remember([(&b"cpu,host=a"[..], 1), (&b"cpu,host=a"[..], 1)]);
-        assert_eq!(cache.get(b"cpu,host=a"), Some(1));
+        let cache = SeriesKeyCache::new(2 * ENTRY_BYTES);
+        let (a, b, c) = (
+            KeyHash::of(b"cpu,host=a"),
+            KeyHash::of(b"cpu,host=b"),
+            KeyHash::of(b"cpu,host=c"),
+        );
+        assert_eq!(cache.get(a), None);
+        cache.remember([(a, 1), (a, 9)]);
+        assert_eq!(cache.get(a), Some(1));
         assert_eq!(cache.len(), 1);
-        cache.remember([(&b"cpu,host=b"[..], 2), (&b"cpu,host=c"[..], 3)]);
-        assert_eq!(cache.get(b"cpu,host=b"), Some(2));
-        assert_eq!(cache.get(b"cpu,host=c"), None, "over the bound");
+        cache.remember([(b, 2), (c, 3)]);
+        assert_eq!(cache.get(b), Some(2));
+        assert_eq!(cache.get(c), None, "over the bound");
         assert_eq!(cache.len(), 2);
-        assert!(cache.bytes() <= 2 * (ENTRY_OVERHEAD + 10));
+        assert!(cache.bytes() <= 2 * ENTRY_BYTES);
     }
 }

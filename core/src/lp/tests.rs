@@ -643,7 +643,8 @@ impl SchemaLookup for KnownKeys {
     fn field_type(&self, _: &str, _: &str) -> Option<FieldType> {
         None
     }
-    fn known_series(&self, raw_key: &[u8]) -> Option<u64> {
+    fn known_series(&self, raw_key: &[u8], hash: KeyHash) -> Option<u64> {
+        assert_eq!(hash, KeyHash::of(raw_key));
         self.0.get(raw_key).copied()
     }
 }
