@@ -169,6 +169,7 @@ fn main() {
                         table: "bench".into(),
                         rows: POINTS as u32,
                         payload: encoded.clone(),
+                        batch: None,
                     }])
                     .expect("submit")
                 })

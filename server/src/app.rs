@@ -108,6 +108,7 @@ impl App {
         let scheduler = Scheduler::new(
             cfg.pool.max_points_per_batch as u64,
             cfg.pool.flush_interval,
+            flush::RETAINED_BYTES,
         );
         let wal = {
             let s = scheduler.clone();

@@ -4,6 +4,7 @@
 //! them becomes nulls there. Column types were fixed by the catalog before the entries were
 //! acknowledged, so entries of one table always agree on them.
 
+use std::borrow::Borrow;
 use std::sync::Arc;
 
 use chdb_rust::arrow::array::{
@@ -124,8 +125,8 @@ impl ColumnBuilder {
 /// WAL sequence number of each row's entry (`seqs[i]` for `batches[i]`, see
 /// [`crate::catalog::SEQ_COLUMN`]), then every field seen, in order of first appearance. Rows
 /// are ordered by series, then time ([`sluice_core::order`]).
-pub fn measurement_batches(
-    batches: &[MeasurementBatch],
+pub fn measurement_batches<B: Borrow<MeasurementBatch>>(
+    batches: &[B],
     seqs: &[u64],
 ) -> Result<RecordBatch, ArrowError> {
     if seqs.len() != batches.len() {
@@ -135,9 +136,10 @@ pub fn measurement_batches(
             seqs.len()
         )));
     }
+    let batches: Vec<&MeasurementBatch> = batches.iter().map(Borrow::borrow).collect();
     let rows: usize = batches.iter().map(|b| b.len()).sum();
     let mut fields: Vec<(String, FieldType)> = Vec::new();
-    for b in batches {
+    for b in &batches {
         for c in &b.fields {
             if !fields.iter().any(|(n, _)| n == &c.name) {
                 fields.push((c.name.clone(), column_type(&c.values)));

@@ -178,10 +178,14 @@ impl Ingest {
                 continue;
             }
             points += batch.len();
+            let payload = payload::encode_measurement(&batch);
+            // Line numbers only answer this request; the flush does not need them.
+            batch.line = Vec::new();
             entries.push(Entry {
                 table,
                 rows: batch.len() as u32,
-                payload: payload::encode_measurement(&batch),
+                payload,
+                batch: Some(Arc::new(batch)),
             });
         }
         if !series_rows.is_empty() {
@@ -189,6 +193,7 @@ impl Ingest {
                 table: SERIES_TABLE.to_string(),
                 rows: series_rows.len() as u32,
                 payload: payload::encode_series(&series_rows),
+                batch: None,
             });
         }
         // Keys the parser had to resolve: those of series recorded before this write can be

@@ -21,6 +21,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use rocksdb::{Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
+use sluice_core::MeasurementBatch;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WalError {
@@ -40,6 +41,9 @@ pub struct Entry {
     pub table: String,
     pub rows: u32,
     pub payload: Vec<u8>,
+    /// The rows `payload` encodes, handed on to the flush so that it need not read and decode
+    /// what the request task just encoded (see [`crate::flush::Scheduler`]).
+    pub batch: Option<Arc<MeasurementBatch>>,
 }
 
 /// What the committer reports for each entry it made durable.
@@ -49,6 +53,8 @@ pub struct CommittedEntry {
     pub seq: u64,
     pub rows: u32,
     pub bytes: u64,
+    /// [`Entry::batch`]; `None` for entries read back from the log.
+    pub batch: Option<Arc<MeasurementBatch>>,
 }
 
 /// A stored entry read back for flushing.
@@ -251,6 +257,7 @@ impl Wal {
                 seq,
                 rows,
                 bytes: v.len() as u64,
+                batch: None,
             });
         }
         Ok(out)
@@ -423,6 +430,7 @@ fn committer_loop(
                     seq,
                     rows: e.rows,
                     bytes: value.len() as u64,
+                    batch: e.batch.clone(),
                 });
                 batch.put(data_key(&e.table, seq), value);
             }
@@ -461,6 +469,7 @@ mod tests {
             table: table.into(),
             rows,
             payload: vec![byte; 10],
+            batch: None,
         }
     }
 

@@ -311,6 +311,7 @@ pub async fn commit_batch(
         table: table.into(),
         rows: batch.len() as u32,
         payload: sluice_server::payload::encode_measurement(batch),
+        batch: None,
     }])
     .expect("submit")
     .await
