@@ -5,29 +5,45 @@
 //! tell a torn or corrupted record from a valid one; decoding never panics
 //! and never allocates more than the input can describe.
 //!
-//! # Format, version 2 (all integers little-endian)
+//! # Format, version 3 (all integers little-endian)
 //!
 //! ```text
-//! u8   version = 2
+//! u8   version = 3
 //! str  measurement                       (str = u32 byte length + UTF-8)
 //! u32  rows = n
-//! n × i64  time_ns
-//! n × u64  series_id
+//! u8   time layout, then
+//!      0: n × i64 time_ns
+//!      1: u32 runs r, then r × (i64 time_ns, u32 rows): runs of equal times, summing to n
+//! u8   series layout, then
+//!      0: n × u64 series_id
+//!      1: u32 ids d (1..=65536), d × u64 ids, then n × u16 index into them
+//!      2: u32 ids d, d × u64 ids, then n × u32 index into them
 //! u32  field count, then per field:
 //!      str  name
 //!      u8   type: 0 float, 1 integer, 2 unsigned, 3 string, 4 boolean
-//!      ⌈n/8⌉ bytes validity bitmap (bit i%8 of byte i/8, 1 = value present)
+//!      u8   0: every value present, 1: ⌈n/8⌉ bytes validity bitmap follow
+//!           (bit i%8 of byte i/8, 1 = value present)
 //!      values: float/integer/unsigned: n × 8 bytes (f64 bits, i64, u64)
 //!              boolean: ⌈n/8⌉ bytes bitmap
 //!              string:  (n+1) × u32 offsets (first 0), then offsets[n] bytes of UTF-8
 //! u64  XXH3-64 (seed 0) of every preceding byte
 //! ```
 //!
+//! Every byte of an entry is checksummed by RocksDB, copied into its log, its memtable and
+//! often an SST, so bytes per point are what the WAL costs. A request repeats each series a
+//! few times and most of its points share a few timestamps (an agent stamps a whole
+//! collection round with one time), which version 2 stored as 16 bytes per point; version 3
+//! stores them in about 2-4. Each row still costs at least two bytes (a series index), so a
+//! decoder can bound `n` by the input before allocating.
+//!
+//! Version 2 was version 3 with both layouts 0 and every field's bitmap present, without the
+//! layout bytes.
+//!
 //! Version 1 also carried, after `series_id`, `n × u32` line numbers and the batch's series
 //! definitions (`u32` count, then per series `u64` id, `u32` tag count, tags as `str` pairs).
 //! Neither is needed once a write is durable (line numbers only answer the request; new series
 //! travel in the series-table entry of the same WAL write), and together they were a third of
-//! a typical entry, so version 2 drops them. Version 1 records still decode, with both.
+//! a typical entry, so version 2 drops them. Version 1 and 2 records still decode.
 //!
 //! Nulls are stored as the type's default value (0, false, ""). A new
 //! layout must use a new version byte; `decode` keeps reading old ones.
@@ -35,10 +51,11 @@
 use crate::batch::{
     BatchError, ColumnValues, FieldColumn, FieldType, MeasurementBatch, SeriesDef, StringColumn,
 };
+use crate::fasthash::IdMap;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Version byte written by [`encode`].
-pub const FORMAT_VERSION: u8 = 2;
+pub const FORMAT_VERSION: u8 = 3;
 
 /// Why bytes could not be decoded into a batch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -80,8 +97,13 @@ fn encode_version(batch: &MeasurementBatch, out: &mut Vec<u8>, version: u8) {
     out.push(version);
     put_str(out, &batch.measurement);
     put_u32(out, n);
-    put_fixed(out, &batch.time_ns, n, |v| v.to_le_bytes());
-    put_fixed(out, &batch.series_id, n, |v| v.to_le_bytes());
+    if version >= 3 {
+        put_times(out, &batch.time_ns, n);
+        put_series(out, &batch.series_id, n);
+    } else {
+        put_fixed(out, &batch.time_ns, n, |v| v.to_le_bytes());
+        put_fixed(out, &batch.series_id, n, |v| v.to_le_bytes());
+    }
     if version == 1 {
         put_fixed(out, &batch.line, n, |v| v.to_le_bytes());
         put_u32(out, batch.series.len());
@@ -98,7 +120,14 @@ fn encode_version(batch: &MeasurementBatch, out: &mut Vec<u8>, version: u8) {
     for col in &batch.fields {
         put_str(out, &col.name);
         out.push(type_code(col.field_type()));
-        put_bitmap(out, &col.valid, n);
+        if version >= 3 && col.valid.len() >= n && col.valid[..n].iter().all(|v| *v) {
+            out.push(0);
+        } else {
+            if version >= 3 {
+                out.push(1);
+            }
+            put_bitmap(out, &col.valid, n);
+        }
         match &col.values {
             ColumnValues::Float(v) => put_fixed(out, v, n, |x| x.to_bits().to_le_bytes()),
             ColumnValues::Integer(v) => put_fixed(out, v, n, |x| x.to_le_bytes()),
@@ -119,7 +148,7 @@ pub fn decode(bytes: &[u8]) -> Result<MeasurementBatch, CodecError> {
     }
     let (payload, sum) = bytes.split_at(bytes.len() - 8);
     let version = payload[0];
-    if !matches!(version, 1 | 2) {
+    if !matches!(version, 1..=3) {
         return Err(CodecError::UnsupportedVersion(version));
     }
     let mut stored = [0u8; 8];
@@ -138,8 +167,19 @@ fn decode_payload(payload: &[u8], version: u8) -> Result<MeasurementBatch, Codec
     let mut c = Cursor { buf: payload };
     let measurement = c.string("measurement")?;
     let n = c.u32("row count")? as usize;
-    let time_ns = c.fixed(n, "timestamps", i64::from_le_bytes)?;
-    let series_id = c.fixed(n, "series ids", u64::from_le_bytes)?;
+    let (time_ns, series_id) = if version >= 3 {
+        // Every row takes at least two bytes (its series index), so `n` is bounded by the
+        // input before anything of size `n` is allocated.
+        if n.saturating_mul(2) > c.buf.len() {
+            return Err(CodecError::Truncated { what: "row count" });
+        }
+        (c.times(n)?, c.series(n)?)
+    } else {
+        (
+            c.fixed(n, "timestamps", i64::from_le_bytes)?,
+            c.fixed(n, "series ids", u64::from_le_bytes)?,
+        )
+    };
     let (line, series) = if version == 1 {
         let line = c.fixed(n, "line numbers", u32::from_le_bytes)?;
         let series_count = c.count(8 + 4, "series count")?;
@@ -164,7 +204,18 @@ fn decode_payload(payload: &[u8], version: u8) -> Result<MeasurementBatch, Codec
         let name = c.string("field name")?;
         let code = c.u8("field type")?;
         let ty = field_type(code).ok_or(CodecError::UnknownFieldType(code))?;
-        let valid = c.bitmap(n, "validity bitmap")?;
+        let valid = match version {
+            1 | 2 => c.bitmap(n, "validity bitmap")?,
+            _ => match c.u8("validity layout")? {
+                0 => vec![true; n],
+                1 => c.bitmap(n, "validity bitmap")?,
+                _ => {
+                    return Err(CodecError::Corrupt {
+                        what: "validity layout",
+                    })
+                }
+            },
+        };
         let values = match ty {
             FieldType::Float => ColumnValues::Float(
                 c.fixed(n, "float values", |b| f64::from_bits(u64::from_le_bytes(b)))?,
@@ -253,6 +304,73 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
+/// Time layouts (see the module docs).
+const TIME_RAW: u8 = 0;
+const TIME_RUNS: u8 = 1;
+/// Series layouts.
+const SERIES_RAW: u8 = 0;
+const SERIES_DICT16: u8 = 1;
+const SERIES_DICT32: u8 = 2;
+
+/// Writes `n` timestamps as runs when that is smaller (a run costs 12 bytes, a raw time 8).
+fn put_times(out: &mut Vec<u8>, times: &[i64], n: usize) {
+    if times.len() == n && n > 0 {
+        let runs = 1 + times.windows(2).filter(|w| w[0] != w[1]).count();
+        if runs * 12 < n * 8 {
+            out.push(TIME_RUNS);
+            put_u32(out, runs);
+            let mut start = 0;
+            for i in 1..=n {
+                if i == n || times[i] != times[start] {
+                    out.extend_from_slice(&times[start].to_le_bytes());
+                    put_u32(out, i - start);
+                    start = i;
+                }
+            }
+            return;
+        }
+    }
+    out.push(TIME_RAW);
+    put_fixed(out, times, n, |v| v.to_le_bytes());
+}
+
+/// Writes `n` series ids as indexes into the distinct ids, unless most rows are distinct.
+fn put_series(out: &mut Vec<u8>, ids: &[u64], n: usize) {
+    if ids.len() == n && n > 0 {
+        let mut index_of: IdMap<u32> = IdMap::default();
+        let mut distinct: Vec<u64> = Vec::new();
+        let mut index: Vec<u32> = Vec::with_capacity(n);
+        for &id in ids {
+            let i = *index_of.entry(id).or_insert_with(|| {
+                distinct.push(id);
+                (distinct.len() - 1) as u32
+            });
+            index.push(i);
+            if distinct.len() > n / 2 {
+                break;
+            }
+        }
+        if distinct.len() <= n / 2 {
+            let d = distinct.len();
+            out.push(if d <= 1 << 16 {
+                SERIES_DICT16
+            } else {
+                SERIES_DICT32
+            });
+            put_u32(out, d);
+            put_fixed(out, &distinct, d, |v| v.to_le_bytes());
+            if d <= 1 << 16 {
+                put_fixed(out, &index, n, |i| (i as u16).to_le_bytes());
+            } else {
+                put_fixed(out, &index, n, |i| i.to_le_bytes());
+            }
+            return;
+        }
+    }
+    out.push(SERIES_RAW);
+    put_fixed(out, ids, n, |v| v.to_le_bytes());
+}
+
 /// Writes exactly `n` fixed-width values, padding a short slice with
 /// defaults.
 fn put_fixed<T: Copy + Default, const W: usize>(
@@ -261,26 +379,32 @@ fn put_fixed<T: Copy + Default, const W: usize>(
     n: usize,
     to_bytes: impl Fn(T) -> [u8; W],
 ) {
+    let start = out.len();
+    out.resize(start + n * W, 0);
     let have = values.len().min(n);
-    for v in &values[..have] {
-        out.extend_from_slice(&to_bytes(*v));
+    let (present, missing) = out[start..].split_at_mut(have * W);
+    // Whole-slice chunks compile to plain stores; pushing value by value checked the capacity
+    // every time.
+    for (dst, v) in present.chunks_exact_mut(W).zip(&values[..have]) {
+        dst.copy_from_slice(&to_bytes(*v));
     }
-    for _ in have..n {
-        out.extend_from_slice(&to_bytes(T::default()));
+    let default = to_bytes(T::default());
+    for dst in missing.chunks_exact_mut(W) {
+        dst.copy_from_slice(&default);
     }
 }
 
 /// Writes `n` booleans as a bitmap (missing entries are `false`).
 fn put_bitmap(out: &mut Vec<u8>, bits: &[bool], n: usize) {
-    for chunk_start in (0..n).step_by(8) {
-        let mut byte = 0u8;
-        for bit in 0..8 {
-            if bits.get(chunk_start + bit).copied().unwrap_or(false) && chunk_start + bit < n {
-                byte |= 1 << bit;
-            }
-        }
-        out.push(byte);
-    }
+    let have = bits.len().min(n);
+    out.extend(bits[..have].chunks(8).map(|chunk| {
+        chunk
+            .iter()
+            .enumerate()
+            .fold(0u8, |byte, (bit, &set)| byte | (u8::from(set) << bit))
+    }));
+    // Missing entries are false.
+    out.resize(out.len() + n.div_ceil(8) - have.div_ceil(8), 0);
 }
 
 fn put_strings(out: &mut Vec<u8>, s: &StringColumn, n: usize) {
@@ -375,6 +499,60 @@ impl<'a> Cursor<'a> {
             .collect())
     }
 
+    /// `n` timestamps in a version 3 layout.
+    fn times(&mut self, n: usize) -> Result<Vec<i64>, CodecError> {
+        match self.u8("time layout")? {
+            TIME_RAW => self.fixed(n, "timestamps", i64::from_le_bytes),
+            TIME_RUNS => {
+                let runs = self.count(12, "time runs")?;
+                let mut out = Vec::with_capacity(n);
+                for _ in 0..runs {
+                    let t = self.u64("run time")? as i64;
+                    let len = self.u32("run length")? as usize;
+                    if len == 0 || len > n - out.len() {
+                        return Err(CodecError::Corrupt { what: "time runs" });
+                    }
+                    out.resize(out.len() + len, t);
+                }
+                if out.len() != n {
+                    return Err(CodecError::Corrupt { what: "time runs" });
+                }
+                Ok(out)
+            }
+            _ => Err(CodecError::Corrupt {
+                what: "time layout",
+            }),
+        }
+    }
+
+    /// `n` series ids in a version 3 layout.
+    fn series(&mut self, n: usize) -> Result<Vec<u64>, CodecError> {
+        let layout = self.u8("series layout")?;
+        if layout == SERIES_RAW {
+            return self.fixed(n, "series ids", u64::from_le_bytes);
+        }
+        let d = self.count(8, "distinct series")?;
+        let ids = self.fixed(d, "distinct series", u64::from_le_bytes)?;
+        let index = match layout {
+            SERIES_DICT16 if d <= 1 << 16 => {
+                self.fixed(n, "series indexes", |b| u32::from(u16::from_le_bytes(b)))?
+            }
+            SERIES_DICT32 => self.fixed(n, "series indexes", u32::from_le_bytes)?,
+            _ => {
+                return Err(CodecError::Corrupt {
+                    what: "series layout",
+                })
+            }
+        };
+        index
+            .iter()
+            .map(|&i| ids.get(i as usize).copied())
+            .collect::<Option<Vec<u64>>>()
+            .ok_or(CodecError::Corrupt {
+                what: "series index",
+            })
+    }
+
     fn bitmap(&mut self, n: usize, what: &'static str) -> Result<Vec<bool>, CodecError> {
         let bytes = self.take(n.div_ceil(8), what)?;
         Ok((0..n).map(|i| bytes[i / 8] & (1 << (i % 8)) != 0).collect())
@@ -450,7 +628,106 @@ mod tests {
         let mut v1 = Vec::new();
         encode_version(batch, &mut v1, 1);
         assert_eq!(decode(&v1).as_ref(), Ok(batch));
+        let mut v2 = Vec::new();
+        encode_version(batch, &mut v2, 2);
+        assert_eq!(decode(&v2), Ok(durable(batch)));
         enc
+    }
+
+    /// A batch of `rows` rows over `series` series and `times` timestamps, all values present.
+    fn shaped(rows: usize, series: usize, times: usize) -> MeasurementBatch {
+        let mut b = MeasurementBatch::new("m".into());
+        b.series_id = (0..rows)
+            .map(|i| crate::series::series_id("m", &[("h", &(i % series).to_string())]))
+            .collect();
+        b.time_ns = (0..rows).map(|i| (i * times / rows) as i64 * 10).collect();
+        b.line = (1..=rows as u32).collect();
+        b.fields = vec![FieldColumn {
+            name: "f".into(),
+            values: ColumnValues::Float((0..rows).map(|i| i as f64).collect()),
+            valid: vec![true; rows],
+        }];
+        b
+    }
+
+    /// The layout bytes of a version 3 encoding: (time, series).
+    fn layouts(enc: &[u8]) -> (u8, u8) {
+        let mut c = Cursor { buf: &enc[1..] };
+        c.string("m").unwrap();
+        let n = c.u32("n").unwrap() as usize;
+        let time = c.buf[0];
+        c.times(n).unwrap();
+        (time, c.buf[0])
+    }
+
+    #[test]
+    fn version_3_picks_the_smaller_layout_and_round_trips_each() {
+        // (rows, series, distinct times) -> (time layout, series layout)
+        for (rows, series, times, want) in [
+            (50_000, 10_000, 5, (TIME_RUNS, SERIES_DICT16)),
+            (1_000, 1, 1, (TIME_RUNS, SERIES_DICT16)),
+            (1_000, 1_000, 1_000, (TIME_RAW, SERIES_RAW)),
+            (1_000, 501, 900, (TIME_RAW, SERIES_RAW)),
+            (1_000, 500, 600, (TIME_RUNS, SERIES_DICT16)),
+            (140_000, 70_000, 2, (TIME_RUNS, SERIES_DICT32)),
+        ] {
+            let b = shaped(rows, series, times);
+            let enc = round_trip(&b);
+            assert_eq!(
+                layouts(&enc),
+                want,
+                "{rows} rows, {series} series, {times} times"
+            );
+        }
+        // 10,000 series and 5 times per 50,000 points: about 4 bytes per point besides the
+        // values, where version 2 took 16.
+        let b = shaped(50_000, 10_000, 5);
+        let mut enc = Vec::new();
+        encode(&b, &mut enc);
+        assert!(enc.len() < 50_000 * (8 + 4), "{} bytes", enc.len());
+    }
+
+    #[test]
+    fn version_3_rejects_inconsistent_runs_and_indexes() {
+        let b = shaped(100, 3, 2);
+        let mut enc = Vec::new();
+        encode(&b, &mut enc);
+        assert_eq!(layouts(&enc), (TIME_RUNS, SERIES_DICT16));
+        let payload = enc[1..enc.len() - 8].to_vec();
+        let header = 4 + 1 + 4; // measurement "m", n
+                                // time layout, run count (2), first run: time, length
+        let first_len = header + 1 + 4 + 8;
+        let mut p = payload.clone();
+        p[first_len..first_len + 4].copy_from_slice(&0u32.to_le_bytes());
+        assert_eq!(
+            decode_payload(&p, 3),
+            Err(CodecError::Corrupt { what: "time runs" })
+        );
+        let mut p = payload.clone();
+        p[first_len..first_len + 4].copy_from_slice(&1000u32.to_le_bytes());
+        assert_eq!(
+            decode_payload(&p, 3),
+            Err(CodecError::Corrupt { what: "time runs" })
+        );
+        // series layout, 3 ids, then the first index
+        let series = header + 1 + 4 + 2 * 12;
+        let first_index = series + 1 + 4 + 3 * 8;
+        let mut p = payload.clone();
+        p[first_index..first_index + 2].copy_from_slice(&3u16.to_le_bytes());
+        assert_eq!(
+            decode_payload(&p, 3),
+            Err(CodecError::Corrupt {
+                what: "series index"
+            })
+        );
+        let mut p = payload;
+        p[series] = 9;
+        assert_eq!(
+            decode_payload(&p, 3),
+            Err(CodecError::Corrupt {
+                what: "series layout"
+            })
+        );
     }
 
     #[test]
@@ -534,7 +811,7 @@ mod tests {
         let mut enc = Vec::new();
         encode(&sample(), &mut enc);
         assert_eq!(decode(&[]), Err(CodecError::TooShort(0)));
-        for version in [0, 3, 255] {
+        for version in [0, 4, 255] {
             let mut other = enc.clone();
             other[0] = version;
             assert_eq!(decode(&other), Err(CodecError::UnsupportedVersion(version)));
@@ -550,7 +827,7 @@ mod tests {
 
     #[test]
     fn every_truncation_is_an_error() {
-        for version in [1, 2] {
+        for version in [1, 2, 3] {
             let mut enc = Vec::new();
             encode_version(&sample(), &mut enc, version);
             for cut in 0..enc.len() {
@@ -568,7 +845,7 @@ mod tests {
 
     #[test]
     fn corrupt_payloads_never_panic() {
-        for version in [1, 2] {
+        for version in [1, 2, 3] {
             corrupt_payloads_of_version_never_panic(version);
         }
     }

@@ -55,27 +55,54 @@ impl BuildHasher for BuildBytesHasher {
     }
 }
 
-/// Hasher for series ids and [`KeyHash`]es, which are already XXH3 outputs: mixing them
-/// again would only cost time.
-#[derive(Default)]
-pub struct IdHasher(u64);
+/// Hasher for series ids and [`KeyHash`]es, which are already XXH3 outputs: one keyed
+/// multiply is enough. Series ids are unkeyed hashes of what clients write, so passing them
+/// through unmixed would let a client choose keys whose ids share the bits that pick a
+/// bucket; xor with the per-process seed before the multiply takes that choice away.
+pub struct IdHasher {
+    seed: u64,
+    state: u64,
+}
 
 impl Hasher for IdHasher {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+            self.write_u64(self.state.rotate_left(8) ^ u64::from(b));
         }
     }
 
     #[inline]
     fn write_u64(&mut self, n: u64) {
-        self.0 = n;
+        self.state = (n ^ self.seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 
     #[inline]
     fn finish(&self) -> u64 {
-        self.0
+        // The product's high half is the well-mixed one; hash tables index by the low bits.
+        self.state ^ (self.state >> 32)
+    }
+}
+
+/// Builds [`IdHasher`]s with the per-process seed.
+#[derive(Clone, Copy)]
+pub struct BuildIdHasher(u64);
+
+impl Default for BuildIdHasher {
+    fn default() -> Self {
+        BuildIdHasher(process_seed())
+    }
+}
+
+impl BuildHasher for BuildIdHasher {
+    type Hasher = IdHasher;
+
+    #[inline]
+    fn build_hasher(&self) -> IdHasher {
+        IdHasher {
+            seed: self.0,
+            state: 0,
+        }
     }
 }
 
@@ -157,9 +184,12 @@ impl std::hash::Hash for KeyHash {
 }
 
 /// A map keyed by [`KeyHash`], hashed by taking its low bits.
-pub type KeyHashMap<V> = HashMap<KeyHash, V, std::hash::BuildHasherDefault<IdHasher>>;
+pub type KeyHashMap<V> = HashMap<KeyHash, V, BuildIdHasher>;
 
-pub(crate) type IdSet = HashSet<u64, std::hash::BuildHasherDefault<IdHasher>>;
+pub(crate) type IdSet = HashSet<u64, BuildIdHasher>;
+
+/// A map keyed by series id.
+pub(crate) type IdMap<V> = HashMap<u64, V, BuildIdHasher>;
 
 #[cfg(test)]
 mod tests {

@@ -6,10 +6,7 @@
 //! series and arrive in time order within each, so a counting sort by series rank is linear
 //! and usually leaves nothing to do within a series.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
-use crate::fasthash::IdHasher;
+use crate::fasthash::IdMap;
 
 /// The permutation that orders rows by `(series, time)`, stably (rows with equal keys keep their
 /// order), or `None` when they already are. `series` and `time` are the rows' columns and have
@@ -21,7 +18,7 @@ pub fn sort_order(series: &[u64], time: &[i64]) -> Option<Vec<u32>> {
         return None;
     }
     // Dense slots in order of first appearance.
-    let mut slot_of: HashMap<u64, u32, BuildHasherDefault<IdHasher>> = HashMap::default();
+    let mut slot_of: IdMap<u32> = IdMap::default();
     let mut distinct: Vec<u64> = Vec::new();
     let slots: Vec<u32> = series[..n]
         .iter()

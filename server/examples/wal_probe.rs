@@ -38,6 +38,7 @@ fn main() {
                 table: "probe".into(),
                 rows: 1,
                 payload: payload.clone(),
+                batch: None,
             }])
             .expect("submit");
         rt.block_on(rx).expect("committer").expect("commit");
