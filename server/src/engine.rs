@@ -18,6 +18,23 @@ use sluice_core::names::{quote_ident, quote_str};
 /// `26.7.3-stable.1` reports `26.7.3`.
 pub const EXPECTED_ENGINE_VERSION: &str = "26.7.3";
 
+/// The environment variable that configures chDB's own allocator (the jemalloc linked into
+/// libchdb, with its `je_` prefix), and the value the server runs with unless it is set.
+///
+/// chDB builds jemalloc to hand freed pages back to the kernel after 5 s (dirty) and at once
+/// (muzzy). Every flush allocates and frees the insert's column buffers, so the pages were
+/// faulted in and zeroed again on each one: about a third of chDB's insert CPU (126-148 ns per
+/// point at 1 M points/s, 93-98 with this). Keeping them 20 s costs about the buffers of a few
+/// inserts in resident memory. `prof_active:false` stops the allocation sampling chDB's build
+/// turns on (its profiler output is not collected anywhere here).
+///
+/// jemalloc reads this once, while libchdb loads (before `main`), so `sluice-server`
+/// re-executes itself with it set (see its `main`).
+pub const CHDB_MALLOC_CONF: (&str, &str) = (
+    "JE_MALLOC_CONF",
+    "dirty_decay_ms:20000,muzzy_decay_ms:20000,prof_active:false",
+);
+
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("libchdb reports version {found}, but sluice is built for {EXPECTED_ENGINE_VERSION}: install the matching library with scripts/setup")]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 use sluice_core::config::{apply_env, ServerConfig};
 use sluice_server::app::App;
+use sluice_server::engine::CHDB_MALLOC_CONF;
 
 /// mimalloc instead of glibc malloc: the write path allocates and frees multi-megabyte column
 /// buffers per request, which glibc hands back to the kernel and faults in again each time
@@ -39,6 +40,28 @@ fn keep_freed_memory() {
             libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1);
         }
     }
+}
+
+/// Runs this binary again with chDB's allocator configured ([`CHDB_MALLOC_CONF`]) unless the
+/// variable is already set (by the operator, or by this very re-execution). `exec` keeps the
+/// process id, so supervisors see one process. If it fails, the server goes on with chDB's
+/// defaults, only slower.
+fn configure_chdb_allocator() -> Option<std::io::Error> {
+    use std::os::unix::process::CommandExt;
+    let (var, value) = CHDB_MALLOC_CONF;
+    if std::env::var_os(var).is_some() {
+        return None;
+    }
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return Some(e),
+    };
+    Some(
+        std::process::Command::new(exe)
+            .args(std::env::args_os().skip(1))
+            .env(var, value)
+            .exec(),
+    )
 }
 
 #[derive(Parser, Debug)]
@@ -159,9 +182,13 @@ async fn run(cfg: ServerConfig, shutdown_timeout: Duration) -> Result<(), String
 }
 
 fn main() -> ExitCode {
+    let reexec_failed = configure_chdb_allocator();
     keep_freed_memory();
     let args = Args::parse();
     init_logging();
+    if let Some(e) = reexec_failed {
+        tracing::warn!(error = %e, "could not re-execute with chDB's allocator configured; running with its defaults");
+    }
     let cfg = match load_config(&args) {
         Ok(c) => c,
         Err(e) => {

@@ -635,3 +635,24 @@ fn relative_data_dir_works() {
     assert_eq!(got.trim(), "1");
     assert!(tmp.path().join("data/chdb").is_dir());
 }
+
+#[test]
+fn the_server_configures_chdbs_allocator_unless_told_otherwise() {
+    let (var, value) = sluice_server::engine::CHDB_MALLOC_CONF;
+    // The binary re-executed itself (same process) with the variable set.
+    let s = Server::start(&[]);
+    assert!(
+        s.environ().contains(&format!("{var}={value}")),
+        "{:?}",
+        s.environ()
+    );
+    drop(s);
+    // An operator's own setting is kept.
+    let s = Server::start(&[(var, "dirty_decay_ms:1000")]);
+    let env = s.environ();
+    assert!(
+        env.contains(&format!("{var}=dirty_decay_ms:1000")),
+        "{env:?}"
+    );
+    assert!(!env.contains(&format!("{var}={value}")));
+}

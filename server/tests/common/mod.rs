@@ -115,6 +115,16 @@ impl Server {
         }
     }
 
+    /// The running server's environment, as the kernel has it (`/proc/<pid>/environ`).
+    pub fn environ(&self) -> Vec<String> {
+        let pid = self.child.as_ref().expect("server running").id();
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .expect("environ")
+            .split(|b| *b == 0)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .collect()
+    }
+
     pub fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();
