@@ -150,9 +150,23 @@ pub fn add_seq_column_sql(table: &str) -> Vec<String> {
 /// The price is more live parts for a query to open (some tens, far from chDB's limits).
 pub const MERGE_SELECTOR_BASE: u32 = 20;
 
+/// The merge policy of every sluice table, as MergeTree settings.
+///
+/// `vertical_merge_algorithm_min_columns_to_activate = 1`: chDB merges a part of 131,072 rows
+/// or more vertically only when the table has 11 columns or more (its default), and a
+/// measurement table has fewer (time, series, a few fields, the sequence). A horizontal merge
+/// carries every column through the sorted merge of the key; a vertical one merges the key
+/// columns once and then copies each other column by the resulting row order. Rewriting a row
+/// cost 145-150 ns of merge CPU horizontally and 81-84 vertically (1 M-row parts, 5 float
+/// fields, 2.5 M points/s).
+pub const MERGE_SETTINGS: [(&str, u32); 2] = [
+    ("merge_selector_base", MERGE_SELECTOR_BASE),
+    ("vertical_merge_algorithm_min_columns_to_activate", 1),
+];
+
 /// MergeTree settings every sluice table carries: a deduplication window, so a replayed flush
 /// with the same token is dropped; fsync of each new part, so what the WAL lets go of is on
-/// disk; and a merge policy for a write-heavy table ([`MERGE_SELECTOR_BASE`]).
+/// disk; and the merge policy ([`MERGE_SETTINGS`]).
 fn table_settings() -> String {
     format!(
         "SETTINGS non_replicated_deduplication_window = {DEDUP_WINDOW}, fsync_after_insert = 1, fsync_part_directory = 1, {}",
@@ -161,7 +175,23 @@ fn table_settings() -> String {
 }
 
 fn merge_settings() -> String {
-    format!("merge_selector_base = {MERGE_SELECTOR_BASE}")
+    each_merge_setting(|name, value| format!("{name} = {value}"), ", ")
+}
+
+/// A condition on `system.tables` true for tables that already carry every merge setting.
+fn has_merge_settings_sql() -> String {
+    each_merge_setting(
+        |name, value| format!("create_table_query LIKE '%{name} = {value}%'"),
+        " AND ",
+    )
+}
+
+fn each_merge_setting(item: impl Fn(&str, u32) -> String, separator: &str) -> String {
+    MERGE_SETTINGS
+        .iter()
+        .map(|&(name, value)| item(name, value))
+        .collect::<Vec<_>>()
+        .join(separator)
 }
 
 /// Gives a table made by an earlier version today's merge policy (a metadata change only).
@@ -279,8 +309,8 @@ impl Catalog {
         }
         let stale = engine.query(
             &format!(
-                "SELECT name FROM system.tables WHERE database = currentDatabase() AND engine LIKE '%MergeTree' AND create_table_query NOT LIKE '%{}%'",
-                merge_settings()
+                "SELECT name FROM system.tables WHERE database = currentDatabase() AND engine LIKE '%MergeTree' AND NOT ({})",
+                has_merge_settings_sql()
             ),
             OutputFormat::TabSeparated,
         )?;

@@ -1,6 +1,6 @@
 //! How sluice sets chDB up for a write-heavy load: a flush lands as one part whatever its size,
-//! and merges run at a lower CPU priority than requests. Its own binary: chDB allows one data
-//! path per process.
+//! merges run at a lower CPU priority than requests, and large parts merge vertically. Its own
+//! binary: chDB allows one data path per process.
 
 use chdb_rust::format::OutputFormat;
 use sluice_server::catalog::create_table_sql;
@@ -19,6 +19,7 @@ fn engine_policy() {
     let engine = Engine::open(&dir.path().join("chdb"), 1, 1).unwrap();
     merge_threads_yield_to_requests(&engine);
     a_flush_larger_than_chdb_block_size_lands_as_one_part(&engine);
+    large_parts_merge_vertically(&engine);
 }
 
 fn merge_threads_yield_to_requests(engine: &Engine) {
@@ -63,5 +64,49 @@ fn a_flush_larger_than_chdb_block_size_lands_as_one_part(engine: &Engine) {
             "SELECT count(), sum(rows) FROM system.parts WHERE active AND table = 't'"
         ),
         format!("1\t{rows}")
+    );
+}
+
+/// A measurement table has fewer columns than chDB's threshold for vertical merges (11), which
+/// cost about half as much CPU per row for sluice's tables; the table settings lower it
+/// (`catalog::MERGE_SETTINGS`). chDB counts the columns a vertical merge gathers.
+fn large_parts_merge_vertically(engine: &Engine) {
+    let gathered = |engine: &Engine| -> u64 {
+        query(
+            engine,
+            "SELECT sum(value) FROM system.events WHERE event = 'GatheredColumns'",
+        )
+        .parse()
+        .unwrap_or(0)
+    };
+    engine
+        .execute(&create_table_sql(
+            "wide",
+            None,
+            &[
+                ("a".into(), sluice_core::FieldType::Float),
+                ("b".into(), sluice_core::FieldType::Float),
+            ],
+        ))
+        .unwrap();
+    for part in 0..2 {
+        engine
+            .execute(&format!(
+                "INSERT INTO wide (time, series_id, a, b) SELECT number, number % 100, number, {part} FROM numbers(200000)"
+            ))
+            .unwrap();
+    }
+    let before = gathered(engine);
+    engine.execute("OPTIMIZE TABLE wide FINAL").unwrap();
+    assert_eq!(
+        query(
+            engine,
+            "SELECT count(), sum(rows) FROM system.parts WHERE active AND table = 'wide'"
+        ),
+        "1\t400000"
+    );
+    assert!(
+        gathered(engine) > before,
+        "no column was gathered: the merge was horizontal"
     );
 }

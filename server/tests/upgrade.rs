@@ -9,7 +9,7 @@ use std::sync::Arc;
 use chdb_rust::format::OutputFormat;
 use sluice_core::config::ServerConfig;
 use sluice_core::{lp, NoSchema, ParseOptions, Precision};
-use sluice_server::catalog::{Catalog, MERGE_SELECTOR_BASE, SEQ_COLUMN};
+use sluice_server::catalog::{Catalog, MERGE_SETTINGS, SEQ_COLUMN};
 use sluice_server::engine::Engine;
 use sluice_server::flush::{recover_intents, Flusher};
 use sluice_server::metrics::Metrics;
@@ -33,6 +33,13 @@ async fn tables_of_an_earlier_version_get_the_sequence_column() {
     engine
         .execute("INSERT INTO old VALUES (1, 7, 1.5)")
         .unwrap();
+    // A table of a version that had part of today's merge policy.
+    engine
+        .execute(
+            "CREATE TABLE prev (`time` DateTime64(9, 'UTC'), `series_id` UInt64, `v` Nullable(Float64)) \
+             ENGINE = MergeTree ORDER BY (`series_id`, `time`) SETTINGS merge_selector_base = 20",
+        )
+        .unwrap();
     let wal = common::open_wal(&dir.path().join("wal"));
 
     let catalog = Catalog::load(engine.clone(), &ServerConfig::default(), &wal).unwrap();
@@ -52,16 +59,19 @@ async fn tables_of_an_earlier_version_get_the_sequence_column() {
     );
     assert_eq!(catalog.field_type("old", SEQ_COLUMN), None);
     // It merges like a table made today, and so does the series table.
-    assert_eq!(
-        query(
-            &engine,
-            &format!(
-                "SELECT name FROM system.tables WHERE database = currentDatabase() \
-                 AND create_table_query LIKE '%merge_selector_base = {MERGE_SELECTOR_BASE}%' ORDER BY name"
-            )
-        ),
-        "old\nsluice_series"
-    );
+    for (name, value) in MERGE_SETTINGS {
+        assert_eq!(
+            query(
+                &engine,
+                &format!(
+                    "SELECT name FROM system.tables WHERE database = currentDatabase() \
+                     AND create_table_query LIKE '%{name} = {value}%' ORDER BY name"
+                )
+            ),
+            "old\nprev\nsluice_series",
+            "{name}"
+        );
+    }
     // Loading again is a no-op.
     Catalog::load(engine.clone(), &ServerConfig::default(), &wal).unwrap();
     assert_eq!(
