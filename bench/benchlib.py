@@ -254,6 +254,16 @@ def sluice_metric(base, name):
     return total
 
 
+def wait_drained(base, max_s, poll=0.25):
+    """Waits (at most `max_s`) until sluice's WAL backlog is flushed into chDB; True when it is."""
+    deadline = time.time() + max_s
+    while time.time() < deadline:
+        if sluice_metric(base, "sluice_wal_backlog_points") == 0:
+            return True
+        time.sleep(poll)
+    return False
+
+
 def sluice_sql(base, q, timeout=30):
     st, body = http("POST", base + "/sql", body=q.encode(), timeout=timeout)
     return st, body.decode(errors="replace")

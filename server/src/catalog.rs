@@ -181,7 +181,8 @@ fn merge_settings() -> String {
 /// A condition on `system.tables` true for tables that already carry every merge setting.
 fn has_merge_settings_sql() -> String {
     each_merge_setting(
-        |name, value| format!("create_table_query LIKE '%{name} = {value}%'"),
+        // Whole words: `= 1` must not pass for `= 11`.
+        |name, value| format!("match(create_table_query, '\\\\b{name} = {value}\\\\b')"),
         " AND ",
     )
 }
@@ -192,6 +193,22 @@ fn each_merge_setting(item: impl Fn(&str, u32) -> String, separator: &str) -> St
         .map(|&(name, value)| item(name, value))
         .collect::<Vec<_>>()
         .join(separator)
+}
+
+/// Tables (measurement and series) that lack part of today's merge policy: made by an earlier
+/// version, until [`Catalog::load`] adopts it for them.
+pub fn tables_without_merge_policy(engine: &Engine) -> Result<Vec<String>, EngineError> {
+    let stale = engine.query(
+        &format!(
+            "SELECT name FROM system.tables WHERE database = currentDatabase() AND engine LIKE '%MergeTree' AND NOT ({})",
+            has_merge_settings_sql()
+        ),
+        OutputFormat::TabSeparated,
+    )?;
+    Ok(String::from_utf8_lossy(&stale)
+        .lines()
+        .map(unescape_tsv)
+        .collect())
 }
 
 /// Gives a table made by an earlier version today's merge policy (a metadata change only).
@@ -307,14 +324,7 @@ impl Catalog {
                 }
             }
         }
-        let stale = engine.query(
-            &format!(
-                "SELECT name FROM system.tables WHERE database = currentDatabase() AND engine LIKE '%MergeTree' AND NOT ({})",
-                has_merge_settings_sql()
-            ),
-            OutputFormat::TabSeparated,
-        )?;
-        for table in String::from_utf8_lossy(&stale).lines().map(unescape_tsv) {
+        for table in tables_without_merge_policy(&engine)? {
             tracing::info!(table, "adopting the current merge policy");
             engine.execute(&modify_merge_settings_sql(&table))?;
         }

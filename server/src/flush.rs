@@ -573,15 +573,24 @@ fn build_batch(
 /// behind for long the WAL backlog limit pushes back on writers (503), as before.
 pub const FLUSH_NICE: i32 = 5;
 
-/// Lowers the calling thread's priority to `nice` (Linux: priority is per thread); a thread
-/// already below it (the whole server started with `nice`) stays where it is.
+/// The calling thread's id, as the priority calls take it (Linux: priority is per thread).
+fn own_tid() -> libc::id_t {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as libc::id_t }
+}
+
+/// The calling thread's nice value.
+fn own_nice() -> i32 {
+    // SAFETY: a plain syscall on the calling thread's own id.
+    unsafe { libc::getpriority(libc::PRIO_PROCESS, own_tid()) }
+}
+
+/// Lowers the calling thread's priority to `nice`; a thread already below it (the whole server
+/// started with `nice`) stays where it is.
 fn lower_thread_priority(nice: i32) {
-    // SAFETY: plain syscalls on the calling thread's own id.
-    let failed = unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::getpriority(libc::PRIO_PROCESS, tid) < nice
-            && libc::setpriority(libc::PRIO_PROCESS, tid, nice) != 0
-    };
+    // SAFETY: a plain syscall on the calling thread's own id.
+    let failed =
+        own_nice() < nice && unsafe { libc::setpriority(libc::PRIO_PROCESS, own_tid(), nice) } != 0;
     if failed {
         tracing::warn!(nice, error = %std::io::Error::last_os_error(), "cannot lower the flush worker's priority");
     }
@@ -631,14 +640,6 @@ pub fn start_workers(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn own_nice() -> i32 {
-        // SAFETY: plain syscalls on the calling thread's own id.
-        unsafe {
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            libc::getpriority(libc::PRIO_PROCESS, tid)
-        }
-    }
 
     /// Priority is per thread on Linux: a flush worker runs below the request path without
     /// lowering the threads that answer requests.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use chdb_rust::format::OutputFormat;
 use sluice_core::config::ServerConfig;
 use sluice_core::{lp, NoSchema, ParseOptions, Precision};
-use sluice_server::catalog::{Catalog, MERGE_SETTINGS, SEQ_COLUMN};
+use sluice_server::catalog::{tables_without_merge_policy, Catalog, MERGE_SETTINGS, SEQ_COLUMN};
 use sluice_server::engine::Engine;
 use sluice_server::flush::{recover_intents, Flusher};
 use sluice_server::metrics::Metrics;
@@ -40,6 +40,10 @@ async fn tables_of_an_earlier_version_get_the_sequence_column() {
              ENGINE = MergeTree ORDER BY (`series_id`, `time`) SETTINGS merge_selector_base = 20",
         )
         .unwrap();
+    assert_eq!(
+        tables_without_merge_policy(&engine).unwrap(),
+        ["old", "prev"]
+    );
     let wal = common::open_wal(&dir.path().join("wal"));
 
     let catalog = Catalog::load(engine.clone(), &ServerConfig::default(), &wal).unwrap();
@@ -72,6 +76,8 @@ async fn tables_of_an_earlier_version_get_the_sequence_column() {
             "{name}"
         );
     }
+    // Before the load both old tables lacked it; now none does, so loading again alters nothing.
+    assert!(tables_without_merge_policy(&engine).unwrap().is_empty());
     // Loading again is a no-op.
     Catalog::load(engine.clone(), &ServerConfig::default(), &wal).unwrap();
     assert_eq!(
