@@ -247,7 +247,8 @@ impl Engine {
             columns.join(", "),
             arrow_stream_table_sql(&name),
         );
-        let result = conn.query(&sql, OutputFormat::Null);
+        // chDB sets the thread's nice value back to 0 after a query run with INSERT_NICE.
+        let result = crate::priority::keep(|| conn.query(&sql, OutputFormat::Null));
         let unregistered = conn.unregister_arrow_table(&name);
         drop(ffi_array);
         drop(ffi_schema);

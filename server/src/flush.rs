@@ -573,29 +573,6 @@ fn build_batch(
 /// behind for long the WAL backlog limit pushes back on writers (503), as before.
 pub const FLUSH_NICE: i32 = 5;
 
-/// The calling thread's id, as the priority calls take it (Linux: priority is per thread).
-fn own_tid() -> libc::id_t {
-    // SAFETY: gettid has no arguments and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as libc::id_t }
-}
-
-/// The calling thread's nice value.
-fn own_nice() -> i32 {
-    // SAFETY: a plain syscall on the calling thread's own id.
-    unsafe { libc::getpriority(libc::PRIO_PROCESS, own_tid()) }
-}
-
-/// Lowers the calling thread's priority to `nice`; a thread already below it (the whole server
-/// started with `nice`) stays where it is.
-fn lower_thread_priority(nice: i32) {
-    // SAFETY: a plain syscall on the calling thread's own id.
-    let failed =
-        own_nice() < nice && unsafe { libc::setpriority(libc::PRIO_PROCESS, own_tid(), nice) } != 0;
-    if failed {
-        tracing::warn!(nice, error = %std::io::Error::last_os_error(), "cannot lower the flush worker's priority");
-    }
-}
-
 /// Starts `n` worker threads.
 pub fn start_workers(
     n: usize,
@@ -609,7 +586,7 @@ pub fn start_workers(
             std::thread::Builder::new()
                 .name(format!("flush-{i}"))
                 .spawn(move || {
-                    lower_thread_priority(FLUSH_NICE);
+                    crate::priority::lower_thread_priority(FLUSH_NICE);
                     while let Some((table, through)) = scheduler.take() {
                         match flusher.flush_table(&table, through, &scheduler) {
                             Ok(last) => scheduler.release(&table, last, false),
@@ -640,21 +617,6 @@ pub fn start_workers(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Priority is per thread on Linux: a flush worker runs below the request path without
-    /// lowering the threads that answer requests.
-    #[test]
-    fn lowering_priority_affects_only_the_calling_thread() {
-        let before = own_nice();
-        let worker = std::thread::spawn(|| {
-            lower_thread_priority(FLUSH_NICE);
-            own_nice()
-        })
-        .join()
-        .unwrap();
-        assert_eq!(worker, FLUSH_NICE.max(before));
-        assert_eq!(own_nice(), before);
-    }
 
     fn batch(rows: usize) -> Arc<MeasurementBatch> {
         let mut b = MeasurementBatch::new("cpu".into());

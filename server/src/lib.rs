@@ -15,6 +15,7 @@ pub mod influxql;
 pub mod ingest;
 pub mod metrics;
 pub mod payload;
+pub mod priority;
 pub mod series_cache;
 pub mod sql_guard;
 pub mod wal;

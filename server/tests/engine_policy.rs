@@ -1,6 +1,7 @@
-//! How sluice sets chDB up for a write-heavy load: a flush lands as one part whatever its size,
-//! merges run at a lower CPU priority than requests, and large parts merge vertically. Its own
-//! binary: chDB allows one data path per process.
+//! How sluice sets chDB up for a write-heavy load: a flush lands as one part whatever its size
+//! and leaves the flush worker at its priority, merges run at a lower CPU priority than
+//! requests, and large parts merge vertically. Its own binary: chDB allows one data path per
+//! process.
 
 use chdb_rust::format::OutputFormat;
 use sluice_server::catalog::create_table_sql;
@@ -19,6 +20,7 @@ fn engine_policy() {
     let engine = Engine::open(&dir.path().join("chdb"), 1, 1).unwrap();
     merge_threads_yield_to_requests(&engine);
     a_flush_larger_than_chdb_block_size_lands_as_one_part(&engine);
+    an_insert_leaves_the_flush_worker_below_the_request_path(&engine);
     large_parts_merge_vertically(&engine);
 }
 
@@ -65,6 +67,36 @@ fn a_flush_larger_than_chdb_block_size_lands_as_one_part(engine: &Engine) {
         ),
         format!("1\t{rows}")
     );
+}
+
+/// chDB runs an insert at `os_threads_nice_value_query` and then sets the calling thread's
+/// nice value to 0, not back to what it was: without `priority::keep` a flush worker ran every
+/// flush after its first at the request path's priority.
+fn an_insert_leaves_the_flush_worker_below_the_request_path(engine: &Engine) {
+    use sluice_server::flush::FLUSH_NICE;
+    use sluice_server::priority::{lower_thread_priority, own_nice};
+    let batch = sluice_core::MeasurementBatch {
+        time_ns: (0..1000).collect(),
+        series_id: vec![7; 1000],
+        line: vec![1; 1000],
+        fields: vec![sluice_core::FieldColumn {
+            name: "v".into(),
+            values: sluice_core::ColumnValues::Float(vec![1.5; 1000]),
+            valid: vec![true; 1000],
+        }],
+        ..sluice_core::MeasurementBatch::new("t".into())
+    };
+    let nice = std::thread::scope(|s| {
+        s.spawn(|| {
+            lower_thread_priority(FLUSH_NICE);
+            let rb = sluice_server::arrow_batch::measurement_batches(&[batch], &[1]).unwrap();
+            engine.insert("t", rb, Some("t/2-2")).unwrap();
+            own_nice()
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(nice, FLUSH_NICE.max(own_nice()));
 }
 
 /// A measurement table has fewer columns than chDB's threshold for vertical merges (11), which
