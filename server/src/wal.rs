@@ -163,12 +163,18 @@ impl Wal {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::None);
-        // Entries normally live for about one flush interval. A memtable that takes longer than
-        // that to fill is flushed after most of its entries were range-deleted, and flushing
-        // drops deleted keys, so WAL data is written to disk once (RocksDB's log), not twice.
-        opts.set_write_buffer_size(128 << 20);
-        opts.set_max_write_buffer_number(3);
-        opts.set_max_total_wal_size(256 << 20);
+        // Entries normally live for about one flush interval. A memtable that is flushed after
+        // most of its entries were range-deleted writes only the rest to an SST (flushing drops
+        // deleted keys), so WAL data is written to disk about once (RocksDB's log), not twice.
+        // Two sealed memtables are flushed together: the older one has by then aged a whole
+        // fill time more. At 3.6 M points/s (160 MB/s into the log) this cut what RocksDB's
+        // flush and compaction threads wrote from about 1.4 GB to 0.4 GB per 30 s, for up to
+        // 1 GiB of memtables instead of 384 MiB. `max_total_wal_size` must leave room for the
+        // unflushed memtables' logs, or it forces flushes early.
+        opts.set_write_buffer_size(256 << 20);
+        opts.set_min_write_buffer_number_to_merge(2);
+        opts.set_max_write_buffer_number(4);
+        opts.set_max_total_wal_size(512 << 20);
         opts.set_max_background_jobs(2);
         opts.set_keep_log_file_num(4);
         let db = Arc::new(DB::open(&opts, dir)?);
