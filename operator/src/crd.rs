@@ -668,8 +668,12 @@ mod tests {
     /// Regenerate with `cargo run -p sluice-operator --bin crdgen > crds/ingesttenant.yaml`.
     #[test]
     fn crd_yaml_is_up_to_date() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../crds/ingesttenant.yaml");
-        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        // The directory cargo runs the test from, not the one it was compiled in: a target
+        // directory shared between checkouts may hold a binary built in another (deleted) one.
+        let dir = std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string());
+        let path = format!("{dir}/../crds/ingesttenant.yaml");
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
         let generated = crd_yaml().unwrap();
         assert!(
             committed == generated,

@@ -496,7 +496,10 @@ enum Verdict {
 }
 
 fn readme_text() -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    // Where cargo runs the test from, not where it was compiled (a shared target directory).
+    let dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string());
+    let path = PathBuf::from(dir).join("../README.md");
     let text =
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     text.split_whitespace().collect::<Vec<_>>().join(" ")
