@@ -113,6 +113,10 @@ pub struct LimitsConfig {
     pub wal_queue_depth: u32,
     /// Committed but not yet flushed WAL bytes; above it writes answer 503 + Retry-After.
     pub max_wal_backlog_bytes: ByteSize,
+    /// One in-memory table of the WAL (RocksDB memtable). Up to four are held, two sealed ones
+    /// are written out together, so the WAL takes up to four times this in memory; larger
+    /// ones let entries be deleted before they are ever written a second time (SST files).
+    pub wal_memtable_bytes: ByteSize,
 }
 
 impl Default for LimitsConfig {
@@ -123,6 +127,7 @@ impl Default for LimitsConfig {
             max_series: 1_000_000,
             wal_queue_depth: 256,
             max_wal_backlog_bytes: ByteSize(2 << 30),
+            wal_memtable_bytes: ByteSize(256 << 20),
         }
     }
 }
@@ -445,6 +450,10 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
         "SLUICE_LIMITS_MAX_WAL_BACKLOG_BYTES",
         "limits.max_wal_backlog_bytes",
     ),
+    (
+        "SLUICE_LIMITS_WAL_MEMTABLE_BYTES",
+        "limits.wal_memtable_bytes",
+    ),
     ("SLUICE_AUTH_TOKENS", "auth.tokens (comma-separated)"),
     ("SLUICE_AUTH_TOKENS_FILE", "auth.tokens_file"),
 ];
@@ -495,6 +504,7 @@ where
             "SLUICE_LIMITS_MAX_WAL_BACKLOG_BYTES" => {
                 cfg.limits.max_wal_backlog_bytes = v.parse()?
             }
+            "SLUICE_LIMITS_WAL_MEMTABLE_BYTES" => cfg.limits.wal_memtable_bytes = v.parse()?,
             "SLUICE_AUTH_TOKENS" => {
                 cfg.auth.tokens = v
                     .split(',')
@@ -658,6 +668,7 @@ mod tests {
                 ("SLUICE_LISTEN", "0.0.0.0:9000"),
                 ("SLUICE_POOL_FLUSH_INTERVAL", "250ms"),
                 ("SLUICE_LIMITS_MAX_BODY_BYTES", "1Mi"),
+                ("SLUICE_LIMITS_WAL_MEMTABLE_BYTES", "64MiB"),
                 ("SLUICE_AUTH_TOKENS", "a, b"),
                 ("SLUICE_DATABASES", "telegraf:autogen=30d*,raw=7d;metrics"),
                 ("PATH", "/bin"),
@@ -667,6 +678,7 @@ mod tests {
         assert_eq!(cfg.listen, "0.0.0.0:9000");
         assert_eq!(cfg.pool.flush_interval, Duration::from_millis(250));
         assert_eq!(cfg.limits.max_body_bytes, ByteSize(1 << 20));
+        assert_eq!(cfg.limits.wal_memtable_bytes, ByteSize(64 << 20));
         assert_eq!(cfg.auth.tokens, vec!["a", "b"]);
         assert_eq!(cfg.databases.len(), 2);
         assert!(cfg.databases[0].retention_policies[0].default);

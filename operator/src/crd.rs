@@ -389,6 +389,11 @@ pub struct LimitsSpec {
     #[schemars(length(min = 1, max = 32))]
     #[x_kube(validation = rule_size())]
     pub max_wal_backlog_bytes: String,
+    /// One in-memory table of the WAL; the WAL holds up to four in memory.
+    #[serde(default = "default_wal_memtable_bytes")]
+    #[schemars(length(min = 1, max = 32))]
+    #[x_kube(validation = rule_size())]
+    pub wal_memtable_bytes: String,
 }
 
 impl Default for LimitsSpec {
@@ -399,6 +404,7 @@ impl Default for LimitsSpec {
             max_series: default_max_series(),
             wal_queue_depth: default_wal_queue_depth(),
             max_wal_backlog_bytes: default_max_wal_backlog_bytes(),
+            wal_memtable_bytes: default_wal_memtable_bytes(),
         }
     }
 }
@@ -417,6 +423,9 @@ fn default_wal_queue_depth() -> i32 {
 }
 fn default_max_wal_backlog_bytes() -> String {
     LimitsConfig::default().max_wal_backlog_bytes.to_string()
+}
+fn default_wal_memtable_bytes() -> String {
+    LimitsConfig::default().wal_memtable_bytes.to_string()
 }
 
 /// Per-pod storage for the WAL and chDB data.

@@ -202,6 +202,7 @@ pub fn server_config(spec: &IngestTenantSpec) -> Result<ServerConfig, SpecError>
             .ok_or_else(|| field("spec.limits.maxSeries", "must be at least 1"))?,
         wal_queue_depth: positive_u32("spec.limits.walQueueDepth", l.wal_queue_depth)?,
         max_wal_backlog_bytes: size("spec.limits.maxWalBacklogBytes", &l.max_wal_backlog_bytes)?,
+        wal_memtable_bytes: size("spec.limits.walMemtableBytes", &l.wal_memtable_bytes)?,
     };
     let auth = AuthConfig {
         tokens: Vec::new(),

@@ -112,9 +112,10 @@ impl App {
         );
         let wal = {
             let s = scheduler.clone();
-            Arc::new(Wal::open(
+            Arc::new(Wal::open_with(
                 &data.join("wal"),
                 cfg.limits.wal_queue_depth as usize,
+                cfg.limits.wal_memtable_bytes.0,
                 Box::new(move |entries| s.committed(entries)),
                 Arc::new(WalMetrics(metrics.clone())),
             )?)

@@ -153,10 +153,25 @@ fn decode_value(key: &[u8], v: &[u8]) -> Result<(u32, Vec<u8>), WalError> {
 }
 
 impl Wal {
-    /// Opens (or creates) the log at `dir` and starts the committer thread.
+    /// Opens (or creates) the log at `dir` and starts the committer thread, with the default
+    /// memtable size.
     pub fn open(
         dir: &Path,
         queue_depth: usize,
+        listener: CommitListener,
+        observer: Arc<dyn CommitObserver>,
+    ) -> Result<Self, WalError> {
+        let memtable = sluice_core::config::LimitsConfig::default()
+            .wal_memtable_bytes
+            .0;
+        Self::open_with(dir, queue_depth, memtable, listener, observer)
+    }
+
+    /// [`Wal::open`] with memtables of `memtable_bytes` (up to four are held in memory).
+    pub fn open_with(
+        dir: &Path,
+        queue_depth: usize,
+        memtable_bytes: u64,
         listener: CommitListener,
         observer: Arc<dyn CommitObserver>,
     ) -> Result<Self, WalError> {
@@ -167,14 +182,16 @@ impl Wal {
         // most of its entries were range-deleted writes only the rest to an SST (flushing drops
         // deleted keys), so WAL data is written to disk about once (RocksDB's log), not twice.
         // Two sealed memtables are flushed together: the older one has by then aged a whole
-        // fill time more. At 3.6 M points/s (160 MB/s into the log) this cut what RocksDB's
-        // flush and compaction threads wrote from about 1.4 GB to 0.4 GB per 30 s, for up to
-        // 1 GiB of memtables instead of 384 MiB. `max_total_wal_size` must leave room for the
-        // unflushed memtables' logs, or it forces flushes early.
-        opts.set_write_buffer_size(256 << 20);
+        // fill time more. At 3.6 M points/s (160 MB/s into the log), with 256 MiB memtables
+        // (the default), this cut what RocksDB's flush and compaction threads wrote from about
+        // 1.4 GB to 0.4 GB per 30 s, for up to 1 GiB of memtables instead of 384 MiB.
+        // `max_total_wal_size` must leave room for the unflushed memtables' logs, or it forces
+        // flushes early.
+        let memtable = usize::try_from(memtable_bytes.max(1 << 20)).unwrap_or(usize::MAX);
+        opts.set_write_buffer_size(memtable);
         opts.set_min_write_buffer_number_to_merge(2);
         opts.set_max_write_buffer_number(4);
-        opts.set_max_total_wal_size(512 << 20);
+        opts.set_max_total_wal_size(2 * memtable as u64);
         opts.set_max_background_jobs(2);
         opts.set_keep_log_file_num(4);
         let db = Arc::new(DB::open(&opts, dir)?);
@@ -476,6 +493,32 @@ mod tests {
             rows,
             payload: vec![byte; 10],
             batch: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn memtable_size_is_the_configured_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal =
+            Wal::open_with(dir.path(), 4, 8 << 20, Box::new(|_| {}), Arc::new(NoObs)).unwrap();
+        wal.close();
+        drop(wal);
+        let options = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .find(|e| e.file_name().to_string_lossy().starts_with("OPTIONS-"))
+            .map(|e| std::fs::read_to_string(e.path()).unwrap())
+            .unwrap();
+        for line in [
+            "write_buffer_size=8388608",
+            "min_write_buffer_number_to_merge=2",
+            "max_write_buffer_number=4",
+            "max_total_wal_size=16777216",
+        ] {
+            assert!(
+                options.lines().any(|l| l.trim() == line),
+                "{line} not in OPTIONS"
+            );
         }
     }
 
