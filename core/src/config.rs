@@ -296,7 +296,17 @@ pub enum ConfigError {
     DefaultPolicyCount { database: String, count: usize },
     #[error("{0} must be at least 1")]
     Zero(&'static str),
+    #[error("{key} is {value}, below the smallest allowed {min}")]
+    TooSmall {
+        key: &'static str,
+        value: ByteSize,
+        min: ByteSize,
+    },
 }
+
+/// Smallest `limits.wal_memtable_bytes`: below it RocksDB would write a file for every few
+/// requests.
+pub const MIN_WAL_MEMTABLE_BYTES: ByteSize = ByteSize(1 << 20);
 
 /// Parses an InfluxDB-style duration: one or more `<integer><unit>` groups.
 pub fn parse_duration(s: &str) -> Result<Duration, ConfigError> {
@@ -383,6 +393,13 @@ impl ServerConfig {
         }
         if self.limits.wal_queue_depth == 0 {
             return Err(ConfigError::Zero("limits.wal_queue_depth"));
+        }
+        if self.limits.wal_memtable_bytes < MIN_WAL_MEMTABLE_BYTES {
+            return Err(ConfigError::TooSmall {
+                key: "limits.wal_memtable_bytes",
+                value: self.limits.wal_memtable_bytes,
+                min: MIN_WAL_MEMTABLE_BYTES,
+            });
         }
         let mut seen = std::collections::HashSet::new();
         for db in &mut self.databases {
@@ -693,5 +710,12 @@ mod tests {
         assert!(err.to_string().contains("SLUICE_POOL_CONNECTIONS"));
         let unknown = apply_env(&mut cfg, [("SLUICE_NOPE", "1"), ("SLUICE_LOG", "x")]).unwrap();
         assert_eq!(unknown, vec!["SLUICE_NOPE"]);
+
+        apply_env(&mut cfg, [("SLUICE_LIMITS_WAL_MEMTABLE_BYTES", "64KiB")]).unwrap();
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("limits.wal_memtable_bytes") && err.contains("1MiB"),
+            "{err}"
+        );
     }
 }

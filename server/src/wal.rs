@@ -187,7 +187,8 @@ impl Wal {
         // 1.4 GB to 0.4 GB per 30 s, for up to 1 GiB of memtables instead of 384 MiB.
         // `max_total_wal_size` must leave room for the unflushed memtables' logs, or it forces
         // flushes early.
-        let memtable = usize::try_from(memtable_bytes.max(1 << 20)).unwrap_or(usize::MAX);
+        let memtable = memtable_bytes.max(sluice_core::config::MIN_WAL_MEMTABLE_BYTES.0);
+        let memtable = usize::try_from(memtable).unwrap_or(usize::MAX);
         opts.set_write_buffer_size(memtable);
         opts.set_min_write_buffer_number_to_merge(2);
         opts.set_max_write_buffer_number(4);
