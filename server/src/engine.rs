@@ -241,13 +241,16 @@ impl Engine {
             ),
             None => "insert_deduplicate = 0".to_string(),
         };
+        // The insert's pipeline threads run below the request path, like the flush worker.
         let sql = format!(
-            "INSERT INTO {} ({}) SELECT * FROM {} SETTINGS insert_allow_materialized_columns = 1, {WHOLE_INSERT}, {INSERT_NICE}, {dedup}",
+            "INSERT INTO {} ({}) SELECT * FROM {} SETTINGS insert_allow_materialized_columns = 1, {WHOLE_INSERT}, os_threads_nice_value_query = {}, {dedup}",
             quote_ident(table),
             columns.join(", "),
             arrow_stream_table_sql(&name),
+            crate::flush::FLUSH_NICE,
         );
-        // chDB sets the thread's nice value back to 0 after a query run with INSERT_NICE.
+        // chDB sets the thread's nice value back to 0 after a query run with
+        // `os_threads_nice_value_query`.
         let result = crate::priority::keep(|| conn.query(&sql, OutputFormat::Null));
         let unregistered = conn.unregister_arrow_table(&name);
         drop(ffi_array);
@@ -271,10 +274,6 @@ const MERGE_NICE: &str = "--os_threads_nice_value_merge_mutate=10";
 /// an insert as a part of its own, and recovery's per-entry check (`Flusher::resolve_intent`)
 /// needs an entry to be in the table entirely or not at all. With chDB's defaults a flush above
 /// about 1 M rows or 256 MiB became several parts (a 2.5 M-row flush made three).
-/// Flush inserts run below the request path too (see [`crate::flush::FLUSH_NICE`]): the
-/// threads chDB runs the insert's pipeline on.
-const INSERT_NICE: &str = "os_threads_nice_value_query = 5";
-
 const WHOLE_INSERT: &str = "min_insert_block_size_rows = 1000000000000, min_insert_block_size_bytes = 1000000000000000, max_insert_threads = 1";
 
 #[cfg(test)]
