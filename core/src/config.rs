@@ -117,6 +117,10 @@ pub struct LimitsConfig {
     /// are written out together, so the WAL takes up to four times this in memory; larger
     /// ones let entries be deleted before they are ever written a second time (SST files).
     pub wal_memtable_bytes: ByteSize,
+    /// Memory the server touches once at start-up and keeps for its buffers, so that a jump in
+    /// load does not fault fresh pages in on the request path; 0 turns it off. It is resident
+    /// from the start.
+    pub pretouch_bytes: ByteSize,
 }
 
 impl Default for LimitsConfig {
@@ -128,6 +132,7 @@ impl Default for LimitsConfig {
             wal_queue_depth: 256,
             max_wal_backlog_bytes: ByteSize(2 << 30),
             wal_memtable_bytes: ByteSize(256 << 20),
+            pretouch_bytes: ByteSize(512 << 20),
         }
     }
 }
@@ -471,6 +476,7 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
         "SLUICE_LIMITS_WAL_MEMTABLE_BYTES",
         "limits.wal_memtable_bytes",
     ),
+    ("SLUICE_LIMITS_PRETOUCH_BYTES", "limits.pretouch_bytes"),
     ("SLUICE_AUTH_TOKENS", "auth.tokens (comma-separated)"),
     ("SLUICE_AUTH_TOKENS_FILE", "auth.tokens_file"),
 ];
@@ -522,6 +528,7 @@ where
                 cfg.limits.max_wal_backlog_bytes = v.parse()?
             }
             "SLUICE_LIMITS_WAL_MEMTABLE_BYTES" => cfg.limits.wal_memtable_bytes = v.parse()?,
+            "SLUICE_LIMITS_PRETOUCH_BYTES" => cfg.limits.pretouch_bytes = v.parse()?,
             "SLUICE_AUTH_TOKENS" => {
                 cfg.auth.tokens = v
                     .split(',')
@@ -686,6 +693,7 @@ mod tests {
                 ("SLUICE_POOL_FLUSH_INTERVAL", "250ms"),
                 ("SLUICE_LIMITS_MAX_BODY_BYTES", "1Mi"),
                 ("SLUICE_LIMITS_WAL_MEMTABLE_BYTES", "64MiB"),
+                ("SLUICE_LIMITS_PRETOUCH_BYTES", "0"),
                 ("SLUICE_AUTH_TOKENS", "a, b"),
                 ("SLUICE_DATABASES", "telegraf:autogen=30d*,raw=7d;metrics"),
                 ("PATH", "/bin"),
@@ -696,6 +704,7 @@ mod tests {
         assert_eq!(cfg.pool.flush_interval, Duration::from_millis(250));
         assert_eq!(cfg.limits.max_body_bytes, ByteSize(1 << 20));
         assert_eq!(cfg.limits.wal_memtable_bytes, ByteSize(64 << 20));
+        assert_eq!(cfg.limits.pretouch_bytes, ByteSize(0));
         assert_eq!(cfg.auth.tokens, vec!["a", "b"]);
         assert_eq!(cfg.databases.len(), 2);
         assert!(cfg.databases[0].retention_policies[0].default);

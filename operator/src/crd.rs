@@ -394,6 +394,11 @@ pub struct LimitsSpec {
     #[schemars(length(min = 1, max = 32))]
     #[x_kube(validation = rule_size())]
     pub wal_memtable_bytes: String,
+    /// Memory touched once at start-up so load jumps reuse mapped pages; 0 turns it off.
+    #[serde(default = "default_pretouch_bytes")]
+    #[schemars(length(min = 1, max = 32))]
+    #[x_kube(validation = rule_size())]
+    pub pretouch_bytes: String,
 }
 
 impl Default for LimitsSpec {
@@ -405,6 +410,7 @@ impl Default for LimitsSpec {
             wal_queue_depth: default_wal_queue_depth(),
             max_wal_backlog_bytes: default_max_wal_backlog_bytes(),
             wal_memtable_bytes: default_wal_memtable_bytes(),
+            pretouch_bytes: default_pretouch_bytes(),
         }
     }
 }
@@ -426,6 +432,9 @@ fn default_max_wal_backlog_bytes() -> String {
 }
 fn default_wal_memtable_bytes() -> String {
     LimitsConfig::default().wal_memtable_bytes.to_string()
+}
+fn default_pretouch_bytes() -> String {
+    LimitsConfig::default().pretouch_bytes.to_string()
 }
 
 /// Per-pod storage for the WAL and chDB data.

@@ -203,6 +203,7 @@ pub fn server_config(spec: &IngestTenantSpec) -> Result<ServerConfig, SpecError>
         wal_queue_depth: positive_u32("spec.limits.walQueueDepth", l.wal_queue_depth)?,
         max_wal_backlog_bytes: size("spec.limits.maxWalBacklogBytes", &l.max_wal_backlog_bytes)?,
         wal_memtable_bytes: size("spec.limits.walMemtableBytes", &l.wal_memtable_bytes)?,
+        pretouch_bytes: size("spec.limits.pretouchBytes", &l.pretouch_bytes)?,
     };
     let auth = AuthConfig {
         tokens: Vec::new(),
