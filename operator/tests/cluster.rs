@@ -553,14 +553,18 @@ async fn tenant_gets_every_object_with_the_right_spec() {
                 Some("sluice-operator")
             );
 
-            // Nothing can pull the test image: the status says so, truthfully.
+            // Nothing can pull the test image: the status says so, truthfully. Before that, the
+            // pod may be reported unschedulable for a moment (the scheduler can see it before
+            // its volume claim exists), so wait for the image to be the reason.
             let t = h
-                .wait_status("acme", "Degraded: PodsFailing", |t| {
+                .wait_status("acme", "Degraded: PodsFailing on the image", |t| {
                     t.status.as_ref().is_some_and(|s| {
                         s.phase == Some(Phase::Degraded)
-                            && s.conditions
-                                .iter()
-                                .any(|c| c.type_ == "Degraded" && c.reason == "PodsFailing")
+                            && s.conditions.iter().any(|c| {
+                                c.type_ == "Degraded"
+                                    && c.reason == "PodsFailing"
+                                    && c.message.contains("cannot pull image")
+                            })
                     })
                 })
                 .await;

@@ -211,6 +211,25 @@ fn pretouch(bytes: u64) -> Duration {
     started.elapsed()
 }
 
+/// What to touch at start-up: the configured amount, but at most a quarter of the container's
+/// memory limit, so that a small pod is not killed for memory before it serves anything.
+fn pretouch_budget(configured: u64, memory_limit: Option<u64>) -> u64 {
+    memory_limit.map_or(configured, |limit| configured.min(limit / 4))
+}
+
+/// The memory limit of this process's cgroup (v2 `memory.max`, else v1), if one is set.
+fn cgroup_memory_limit() -> Option<u64> {
+    [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|p| std::fs::read_to_string(p).ok())
+    .find_map(|v| v.trim().parse::<u64>().ok())
+    // cgroup v1 reports "no limit" as a number near 2^63.
+    .filter(|&v| v < 1 << 60)
+}
+
 fn main() -> ExitCode {
     let reexec_failed = configure_chdb_allocator();
     keep_freed_memory();
@@ -226,7 +245,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let bytes = cfg.limits.pretouch_bytes.0;
+    let limit = cgroup_memory_limit();
+    let bytes = pretouch_budget(cfg.limits.pretouch_bytes.0, limit);
+    if bytes < cfg.limits.pretouch_bytes.0 {
+        tracing::info!(
+            configured = cfg.limits.pretouch_bytes.0,
+            bytes,
+            memory_limit = limit,
+            "touching less memory at start-up than configured: a quarter of the memory limit"
+        );
+    }
     if bytes > 0 {
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
             tracing::warn!(
@@ -272,6 +300,15 @@ mod tests {
         // SAFETY: a plain option getter.
         let delay = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
         assert_eq!(delay, -1, "mimalloc still purges freed memory");
+    }
+
+    #[test]
+    fn pretouch_stays_within_a_quarter_of_the_memory_limit() {
+        let mib = 1 << 20;
+        assert_eq!(pretouch_budget(512 * mib, None), 512 * mib);
+        assert_eq!(pretouch_budget(512 * mib, Some(8192 * mib)), 512 * mib);
+        assert_eq!(pretouch_budget(512 * mib, Some(1024 * mib)), 256 * mib);
+        assert_eq!(pretouch_budget(0, Some(1024 * mib)), 0);
     }
 
     /// Resident bytes of this process.
