@@ -378,15 +378,15 @@ fn put_floats(out: &mut Vec<u8>, values: &[f64], n: usize) {
         let (min, max) = mantissas
             .iter()
             .fold((i64::MAX, i64::MIN), |(lo, hi), &m| (lo.min(m), hi.max(m)));
-        // Both within ±2^53, so the spread fits a u64.
-        let spread = max.abs_diff(min);
-        let width: u8 = match spread {
-            0..=0xff => 1,
-            0x100..=0xffff => 2,
-            0x1_0000..=0xffff_ffff => 4,
-            _ => 8,
+        // Both within ±2^53, so the spread fits a u64; a spread over 32 bits is no smaller
+        // than raw.
+        let width: Option<u8> = match max.abs_diff(min) {
+            0..=0xff => Some(1),
+            0x100..=0xffff => Some(2),
+            0x1_0000..=0xffff_ffff => Some(4),
+            _ => None,
         };
-        if usize::from(width) < 8 {
+        if let Some(width) = width {
             out.push(FLOAT_DECIMAL);
             out.push(exp as u8);
             out.extend_from_slice(&min.to_le_bytes());

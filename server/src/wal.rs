@@ -579,7 +579,6 @@ mod tests {
     async fn logs_that_rolled_over_replay_exactly_what_is_live() {
         let dir = tempfile::tempdir().unwrap();
         let mut live: Vec<u64> = Vec::new();
-        let mut rounds_seen = 0;
         for round in 0..4u8 {
             let wal =
                 Wal::open_with(dir.path(), 64, 1 << 20, Box::new(|_| {}), Arc::new(NoObs)).unwrap();
@@ -604,9 +603,7 @@ mod tests {
             wal.db.flush().unwrap();
             wal.close();
             drop(wal);
-            rounds_seen += 1;
         }
-        assert_eq!(rounds_seen, 4);
         let logs = std::fs::read_dir(dir.path())
             .unwrap()
             .filter_map(|e| e.ok())
