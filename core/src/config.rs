@@ -119,7 +119,8 @@ pub struct LimitsConfig {
     pub wal_memtable_bytes: ByteSize,
     /// Memory the server touches once at start-up and keeps for its buffers, so that a jump in
     /// load does not fault fresh pages in on the request path; 0 turns it off. It is resident
-    /// from the start; the server takes at most a quarter of its cgroup's memory limit.
+    /// from the start; the server takes at most a quarter of its cgroup's memory limit (or
+    /// of the machine's memory).
     pub pretouch_bytes: ByteSize,
 }
 

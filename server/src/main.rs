@@ -211,15 +211,17 @@ fn pretouch(bytes: u64) -> Duration {
     started.elapsed()
 }
 
-/// What to touch at start-up: the configured amount, but at most a quarter of the container's
-/// memory limit, so that a small pod is not killed for memory before it serves anything.
+/// What to touch at start-up: the configured amount, but at most a quarter of the memory the
+/// server may use, so that a small pod (or a mistyped size) cannot get the process killed, or
+/// its allocation refused, before it serves anything.
 fn pretouch_budget(configured: u64, memory_limit: Option<u64>) -> u64 {
     memory_limit.map_or(configured, |limit| configured.min(limit / 4))
 }
 
-/// The memory limit of this process's cgroup (v2 `memory.max`, else v1), if one is set.
-fn cgroup_memory_limit() -> Option<u64> {
-    [
+/// The memory this process may use: its cgroup's limit (v2 `memory.max`, else v1) when one is
+/// set, else the machine's memory (`MemTotal`).
+fn memory_limit() -> Option<u64> {
+    let cgroup = [
         "/sys/fs/cgroup/memory.max",
         "/sys/fs/cgroup/memory/memory.limit_in_bytes",
     ]
@@ -227,7 +229,15 @@ fn cgroup_memory_limit() -> Option<u64> {
     .filter_map(|p| std::fs::read_to_string(p).ok())
     .find_map(|v| v.trim().parse::<u64>().ok())
     // cgroup v1 reports "no limit" as a number near 2^63.
-    .filter(|&v| v < 1 << 60)
+    .filter(|&v| v < 1 << 60);
+    cgroup.or_else(|| mem_total(&std::fs::read_to_string("/proc/meminfo").ok()?))
+}
+
+/// `MemTotal` of a `/proc/meminfo` text, in bytes.
+fn mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 fn main() -> ExitCode {
@@ -245,7 +255,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let limit = cgroup_memory_limit();
+    let limit = memory_limit();
     let bytes = pretouch_budget(cfg.limits.pretouch_bytes.0, limit);
     if bytes < cfg.limits.pretouch_bytes.0 {
         tracing::info!(
@@ -309,6 +319,18 @@ mod tests {
         assert_eq!(pretouch_budget(512 * mib, Some(8192 * mib)), 512 * mib);
         assert_eq!(pretouch_budget(512 * mib, Some(1024 * mib)), 256 * mib);
         assert_eq!(pretouch_budget(0, Some(1024 * mib)), 0);
+        // A size typed in the wrong unit is cut to what the machine can hold.
+        assert_eq!(pretouch_budget(512 << 40, Some(24576 * mib)), 6144 * mib);
+    }
+
+    #[test]
+    fn the_machine_memory_is_read_from_meminfo() {
+        let text = "MemTotal:       24684092 kB\nMemFree:        1000 kB\n";
+        assert_eq!(mem_total(text), Some(24_684_092 * 1024));
+        assert_eq!(mem_total("MemFree: 1 kB\n"), None);
+        assert_eq!(mem_total("MemTotal: lots kB\n"), None);
+        // This machine has some.
+        assert!(memory_limit().is_some_and(|m| m > 0));
     }
 
     /// Resident bytes of this process.
