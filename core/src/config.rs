@@ -27,6 +27,7 @@ pub struct ServerConfig {
     pub databases: Vec<DatabaseConfig>,
     pub pool: PoolConfig,
     pub limits: LimitsConfig,
+    pub query: QueryConfig,
     pub auth: AuthConfig,
 }
 
@@ -39,6 +40,7 @@ impl Default for ServerConfig {
             databases: Vec::new(),
             pool: PoolConfig::default(),
             limits: LimitsConfig::default(),
+            query: QueryConfig::default(),
             auth: AuthConfig::default(),
         }
     }
@@ -78,7 +80,8 @@ impl RetentionPolicyConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PoolConfig {
-    /// chDB connections used by flush workers and queries (all share one data path).
+    /// Read-only chDB connections for `/sql` and `/query`: at most this many queries run at
+    /// once, and flushes have connections of their own.
     pub connections: u32,
     /// Threads that move committed WAL ranges into chDB.
     pub flush_workers: u32,
@@ -122,18 +125,76 @@ pub struct LimitsConfig {
     /// from the start; the server takes at most a quarter of its cgroup's memory limit (or
     /// of the machine's memory).
     pub pretouch_bytes: ByteSize,
+    /// Distinct fields (columns) one measurement may have; a line adding more answers 400.
+    pub max_fields_per_measurement: u32,
+    /// Measurements one database (and retention policy) may have.
+    pub max_measurements_per_database: u32,
+    /// Databases the server holds (declared ones included); auto-creating more answers 400.
+    pub max_databases: u32,
+    /// Tags one series may have.
+    pub max_tags_per_series: u32,
+    /// New series one request may define; the rest of its lines answer 422. Each costs memory
+    /// for its tags while the request is parsed, far beyond its bytes in the body.
+    pub max_new_series_per_request: u32,
+    /// Requests (writes and reads) being served at once; more answer 503 + Retry-After.
+    pub max_requests_in_flight: u32,
+    /// Memory requests may hold at once while they are read, decompressed and parsed; a
+    /// request that would go over answers 503 + Retry-After.
+    pub request_memory_bytes: ByteSize,
+    /// Time a client has to send its whole body; slower bodies answer 408.
+    #[serde(with = "duration_str")]
+    pub body_read_timeout: Duration,
 }
 
 impl Default for LimitsConfig {
     fn default() -> Self {
         Self {
             max_body_bytes: ByteSize(64 << 20),
-            max_decompressed_bytes: ByteSize(256 << 20),
+            max_decompressed_bytes: ByteSize(64 << 20),
             max_series: 1_000_000,
             wal_queue_depth: 256,
             max_wal_backlog_bytes: ByteSize(2 << 30),
             wal_memtable_bytes: ByteSize(256 << 20),
             pretouch_bytes: ByteSize(512 << 20),
+            max_fields_per_measurement: 1024,
+            max_measurements_per_database: 10_000,
+            max_databases: 100,
+            max_tags_per_series: 256,
+            max_new_series_per_request: 250_000,
+            max_requests_in_flight: 256,
+            request_memory_bytes: ByteSize(512 << 20),
+            body_read_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Limits of every `/sql` and `/query` statement, so that no read can take the memory, the
+/// CPU or the connections that writes need.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueryConfig {
+    /// Wall-clock time a query may run; past it the engine stops it and the answer says so.
+    #[serde(with = "duration_str")]
+    pub timeout: Duration,
+    /// Memory one query may use in the engine.
+    pub max_memory_bytes: ByteSize,
+    /// Rows one query may read from tables (and table functions such as `numbers`).
+    pub max_rows_to_read: u64,
+    /// Bytes of result one query may return (streamed to the client as it is produced).
+    pub max_result_bytes: ByteSize,
+    /// How long a query waits for a free connection before it answers 503.
+    #[serde(with = "duration_str")]
+    pub queue_timeout: Duration,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(30),
+            max_memory_bytes: ByteSize(256 << 20),
+            max_rows_to_read: 2_000_000_000,
+            max_result_bytes: ByteSize(256 << 20),
+            queue_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -400,6 +461,38 @@ impl ServerConfig {
         if self.limits.wal_queue_depth == 0 {
             return Err(ConfigError::Zero("limits.wal_queue_depth"));
         }
+        let nonzero: [(&'static str, u64); 9] = [
+            (
+                "limits.max_fields_per_measurement",
+                self.limits.max_fields_per_measurement.into(),
+            ),
+            (
+                "limits.max_measurements_per_database",
+                self.limits.max_measurements_per_database.into(),
+            ),
+            ("limits.max_databases", self.limits.max_databases.into()),
+            (
+                "limits.max_tags_per_series",
+                self.limits.max_tags_per_series.into(),
+            ),
+            (
+                "limits.max_new_series_per_request",
+                self.limits.max_new_series_per_request.into(),
+            ),
+            (
+                "limits.max_requests_in_flight",
+                self.limits.max_requests_in_flight.into(),
+            ),
+            ("query.max_rows_to_read", self.query.max_rows_to_read),
+            ("query.max_memory_bytes", self.query.max_memory_bytes.0),
+            ("query.max_result_bytes", self.query.max_result_bytes.0),
+        ];
+        if let Some((key, _)) = nonzero.iter().find(|(_, v)| *v == 0) {
+            return Err(ConfigError::Zero(key));
+        }
+        if self.query.timeout.is_zero() {
+            return Err(ConfigError::Zero("query.timeout"));
+        }
         if self.limits.wal_memtable_bytes < MIN_WAL_MEMTABLE_BYTES {
             return Err(ConfigError::TooSmall {
                 key: "limits.wal_memtable_bytes",
@@ -530,6 +623,27 @@ where
             }
             "SLUICE_LIMITS_WAL_MEMTABLE_BYTES" => cfg.limits.wal_memtable_bytes = v.parse()?,
             "SLUICE_LIMITS_PRETOUCH_BYTES" => cfg.limits.pretouch_bytes = v.parse()?,
+            "SLUICE_LIMITS_MAX_FIELDS_PER_MEASUREMENT" => {
+                cfg.limits.max_fields_per_measurement = num(k, v)?
+            }
+            "SLUICE_LIMITS_MAX_MEASUREMENTS_PER_DATABASE" => {
+                cfg.limits.max_measurements_per_database = num(k, v)?
+            }
+            "SLUICE_LIMITS_MAX_DATABASES" => cfg.limits.max_databases = num(k, v)?,
+            "SLUICE_LIMITS_MAX_TAGS_PER_SERIES" => cfg.limits.max_tags_per_series = num(k, v)?,
+            "SLUICE_LIMITS_MAX_NEW_SERIES_PER_REQUEST" => {
+                cfg.limits.max_new_series_per_request = num(k, v)?
+            }
+            "SLUICE_LIMITS_MAX_REQUESTS_IN_FLIGHT" => {
+                cfg.limits.max_requests_in_flight = num(k, v)?
+            }
+            "SLUICE_LIMITS_REQUEST_MEMORY_BYTES" => cfg.limits.request_memory_bytes = v.parse()?,
+            "SLUICE_LIMITS_BODY_READ_TIMEOUT" => cfg.limits.body_read_timeout = parse_duration(v)?,
+            "SLUICE_QUERY_TIMEOUT" => cfg.query.timeout = parse_duration(v)?,
+            "SLUICE_QUERY_MAX_MEMORY_BYTES" => cfg.query.max_memory_bytes = v.parse()?,
+            "SLUICE_QUERY_MAX_ROWS_TO_READ" => cfg.query.max_rows_to_read = num(k, v)?,
+            "SLUICE_QUERY_MAX_RESULT_BYTES" => cfg.query.max_result_bytes = v.parse()?,
+            "SLUICE_QUERY_QUEUE_TIMEOUT" => cfg.query.queue_timeout = parse_duration(v)?,
             "SLUICE_AUTH_TOKENS" => {
                 cfg.auth.tokens = v
                     .split(',')

@@ -173,6 +173,14 @@ impl KeyHash {
     pub fn of(raw_key: &[u8]) -> Self {
         KeyHash(xxh3_128_with_seed(raw_key, process_seed()))
     }
+
+    /// This key's hash within `scope` (itself [`KeyHash::of`] a name, such as a database's):
+    /// the same key in two scopes gets two unrelated hashes, so a cache of keys can serve
+    /// several databases without one answering for another.
+    #[inline]
+    pub fn scoped(self, scope: KeyHash) -> Self {
+        KeyHash(self.0 ^ scope.0)
+    }
 }
 
 impl std::hash::Hash for KeyHash {

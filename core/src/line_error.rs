@@ -180,6 +180,25 @@ pub enum LineErrorKind {
     /// A msgpack row where every field is nil: a point needs a field.
     #[error("row {row} has no field values")]
     EmptyRow { row: usize },
+    /// A measurement or field name with a byte the tables cannot hold in a name.
+    #[error("invalid {what} name {name:?}: {reason}")]
+    InvalidName {
+        what: &'static str,
+        name: String,
+        reason: &'static str,
+    },
+    #[error("max-fields limit exceeded: measurement {measurement:?} would have more than {limit} fields")]
+    TooManyFields { measurement: String, limit: usize },
+    #[error("max-tags limit exceeded: {count} tags, at most {limit} per series")]
+    TooManyTags { count: usize, limit: usize },
+    #[error("max-measurements limit exceeded: more than {limit} measurements")]
+    TooManyMeasurements { limit: usize },
+    /// More new series in one body than it may define.
+    #[error("max-series limit exceeded: more than {limit} new series in one request")]
+    SeriesLimit { limit: usize },
+    /// The body's batches would hold more values than its size allows.
+    #[error("too many sparse fields: the request's rows times their distinct fields exceed {limit} values; send fewer distinct fields per measurement or smaller requests")]
+    TooSparse { limit: usize },
 }
 
 impl LineErrorKind {
@@ -191,6 +210,12 @@ impl LineErrorKind {
             LineErrorKind::FieldTypeConflict { .. }
                 | LineErrorKind::ReservedTagKey { .. }
                 | LineErrorKind::ReservedFieldKey { .. }
+                | LineErrorKind::InvalidName { .. }
+                | LineErrorKind::TooManyFields { .. }
+                | LineErrorKind::TooManyMeasurements { .. }
+                | LineErrorKind::TooManyTags { .. }
+                | LineErrorKind::SeriesLimit { .. }
+                | LineErrorKind::TooSparse { .. }
         )
     }
 }

@@ -46,7 +46,7 @@ pub use crate::body::{NewSeriesKey, NoSchema, ParseOptions, ParsedBody, SchemaLo
 pub use crate::line_error::{LineError, LineErrorKind, Origin};
 
 use crate::batch::FieldColumn as Column;
-use crate::body::{MAX_TIME_NS, MIN_TIME_NS};
+use crate::body::{CellBudget, ErrorLog, MAX_TIME_NS, MIN_TIME_NS};
 use crate::escape::{unescape, unescape_into, EscapeSet};
 use crate::fasthash::{bytes_eq, BytesMap, IdSet, KeyHash, KeyHashMap, RawKey};
 use crate::precision::Precision;
@@ -69,6 +69,23 @@ pub fn parse(body: &[u8], opts: &ParseOptions, schema: &dyn SchemaLookup) -> Par
 /// Upper bound on rows reserved up front for a batch (the estimate comes
 /// from the body size; beyond this, vectors grow by doubling).
 const MAX_RESERVED_ROWS: usize = 1 << 20;
+
+/// Columns of a batch that get room for all its expected rows up front.
+const RESERVED_COLUMNS: usize = 64;
+
+/// Refuses a measurement or field name the tables cannot hold (see
+/// [`crate::names::stored_name_problem`]), so that no line is acknowledged that could never
+/// be flushed.
+pub(crate) fn check_stored_name(what: &'static str, name: &str) -> Result<(), LineErrorKind> {
+    match crate::names::stored_name_problem(name) {
+        None => Ok(()),
+        Some(reason) => Err(LineErrorKind::InvalidName {
+            what,
+            name: crate::line_error::excerpt(name.as_bytes()),
+            reason,
+        }),
+    }
+}
 
 /// What a line's key resolved to, cached per distinct raw key.
 #[derive(Debug, Clone, Copy)]
@@ -144,9 +161,14 @@ struct Parser<'a, 's> {
     pending_series: Vec<Option<SeriesDef>>,
     batches: Vec<Batch<'a>>,
     undo: Option<Undo>,
-    errors: Vec<LineError>,
+    errors: ErrorLog,
     points: usize,
     new_keys: Vec<NewSeriesKey>,
+    cells: CellBudget,
+    max_fields: usize,
+    max_measurements: usize,
+    max_tags: usize,
+    max_new_series: usize,
 }
 
 /// `SeriesSlot::pending` of a series the schema already knows: no definition to hand over.
@@ -165,9 +187,14 @@ impl<'a, 's> Parser<'a, 's> {
             pending_series: Vec::new(),
             batches: Vec::new(),
             undo: None,
-            errors: Vec::new(),
+            errors: ErrorLog::default(),
             points: 0,
             new_keys: Vec::new(),
+            cells: CellBudget::for_body(body.len()),
+            max_fields: opts.max_fields,
+            max_measurements: opts.max_measurements,
+            max_tags: opts.max_tags,
+            max_new_series: opts.max_new_series,
         }
     }
 
@@ -200,7 +227,8 @@ impl<'a, 's> Parser<'a, 's> {
                     self.rollback();
                     let end = scan::recover_line_end(body, start);
                     let raw = &body[start..end];
-                    self.errors.push(LineError::for_line(line_no, *kind, raw));
+                    self.errors
+                        .push(*kind, |kind| LineError::for_line(line_no, kind, raw));
                     (end, memchr::memchr_iter(b'\n', raw).count())
                 }
             };
@@ -220,9 +248,12 @@ impl<'a, 's> Parser<'a, 's> {
                 b.out
             })
             .collect();
+        let (errors, rejected, series_limited) = self.errors.into_parts();
         ParsedBody {
             batches,
-            errors: self.errors,
+            errors,
+            rejected,
+            series_limited,
             points: self.points,
             new_keys: self.new_keys,
         }
@@ -230,6 +261,12 @@ impl<'a, 's> Parser<'a, 's> {
 
     fn parse_line(&mut self, start: usize) -> Result<LineOk, Fail> {
         let body = self.body;
+        if self.cells.exhausted() {
+            return Err(LineErrorKind::TooSparse {
+                limit: self.cells.limit(),
+            }
+            .into());
+        }
         if body.get(start) == Some(&b',') {
             return Err(LineErrorKind::MissingMeasurement.into());
         }
@@ -359,6 +396,12 @@ impl<'a, 's> Parser<'a, 's> {
             return Err(LineErrorKind::MissingMeasurement);
         }
         let raw_tags = split_tags(key, m_end)?;
+        if raw_tags.len() > self.max_tags {
+            return Err(LineErrorKind::TooManyTags {
+                count: raw_tags.len(),
+                limit: self.max_tags,
+            });
+        }
         let batch = self.batch_for(m_raw, start)?;
         let measurement = self.batches[batch].out.measurement.as_str();
 
@@ -410,6 +453,11 @@ impl<'a, 's> Parser<'a, 's> {
                 measurement: measurement.to_owned(),
             });
         }
+        if self.pending_series.len() >= self.max_new_series {
+            return Err(LineErrorKind::SeriesLimit {
+                limit: self.max_new_series,
+            });
+        }
         self.pending_series.push(Some(SeriesDef { id, tags }));
         Ok(SeriesSlot {
             batch,
@@ -424,8 +472,14 @@ impl<'a, 's> Parser<'a, 's> {
         if let Some(&i) = self.measurements.get(&RawKey(m_raw)) {
             return Ok(i);
         }
+        if self.batches.len() >= self.max_measurements {
+            return Err(LineErrorKind::TooManyMeasurements {
+                limit: self.max_measurements,
+            });
+        }
         let name = unescape(m_raw, EscapeSet::Measurement).into_owned();
         let name = String::from_utf8(name).map_err(|_| LineErrorKind::InvalidUtf8)?;
+        check_stored_name("measurement", &name)?;
         // Assume the rest of the body is lines like this one, shared with
         // the measurements seen so far; reserving avoids the copies and
         // page faults of repeated doubling.
@@ -499,6 +553,21 @@ impl<'a, 's> Parser<'a, 's> {
             }
             .into());
         }
+        check_stored_name("field", &name)?;
+        if b.out.fields.len() >= self.max_fields {
+            return Err(LineErrorKind::TooManyFields {
+                measurement: measurement.clone(),
+                limit: self.max_fields,
+            }
+            .into());
+        }
+        // The new column holds a value (or null) for every row of its batch.
+        if !self.cells.charge(b.out.len() + 1) {
+            return Err(LineErrorKind::TooSparse {
+                limit: self.cells.limit(),
+            }
+            .into());
+        }
         if let Some(stored) = self.schema.field_type(measurement, &name) {
             if stored != ty {
                 return Err(LineErrorKind::FieldTypeConflict {
@@ -511,7 +580,11 @@ impl<'a, 's> Parser<'a, 's> {
             }
         }
         let mut col = Column::new(name, ty);
-        col.reserve(b.out.time_ns.capacity());
+        // Room for every row expected, as for the batch's own columns, while columns are few;
+        // beyond that a column is one of many sparse ones and grows as needed.
+        if b.out.fields.len() < RESERVED_COLUMNS {
+            col.reserve(b.out.time_ns.capacity());
+        }
         b.out.fields.push(col);
         b.raw_names.push(raw);
         let c = b.out.fields.len() - 1;
@@ -523,6 +596,8 @@ impl<'a, 's> Parser<'a, 's> {
     fn commit(&mut self, ok: &LineOk, line_no: usize) {
         self.undo = None;
         let b = &mut self.batches[ok.slot.batch];
+        // The row's own first value was charged with its column, when that is new.
+        self.cells.force(b.out.fields.len());
         b.out.time_ns.push(ok.time_ns);
         b.out.series_id.push(ok.slot.id);
         b.out.line.push(u32::try_from(line_no).unwrap_or(u32::MAX));

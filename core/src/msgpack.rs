@@ -50,7 +50,9 @@
 mod reader;
 
 use crate::batch::{ColumnValues, FieldColumn, FieldType, MeasurementBatch, SeriesDef};
-use crate::body::{ParseOptions, ParsedBody, SchemaLookup, MAX_TIME_NS, MIN_TIME_NS};
+use crate::body::{
+    CellBudget, ErrorLog, ParseOptions, ParsedBody, SchemaLookup, MAX_TIME_NS, MIN_TIME_NS,
+};
 use crate::fasthash::{BytesMap, IdSet, RawKey};
 use crate::line_error::{LineError, LineErrorKind};
 use crate::series;
@@ -64,9 +66,11 @@ pub fn decode(body: &[u8], opts: &ParseOptions, schema: &dyn SchemaLookup) -> Pa
         schema,
         batches: Vec::new(),
         by_measurement: BytesMap::default(),
-        errors: Vec::new(),
+        errors: ErrorLog::default(),
         points: 0,
         objects: 0,
+        cells: CellBudget::for_body(body.len()),
+        new_series: 0,
     };
     d.run(body);
     let batches = d
@@ -78,9 +82,12 @@ pub fn decode(body: &[u8], opts: &ParseOptions, schema: &dyn SchemaLookup) -> Pa
             b.out
         })
         .collect();
+    let (errors, rejected, series_limited) = d.errors.into_parts();
     ParsedBody {
         batches,
-        errors: d.errors,
+        errors,
+        rejected,
+        series_limited,
         points: d.points,
         new_keys: Vec::new(),
     }
@@ -191,10 +198,13 @@ struct Decoder<'o, 's, 'a> {
     schema: &'s dyn SchemaLookup,
     batches: Vec<Batch<'a>>,
     by_measurement: BytesMap<'a, usize>,
-    errors: Vec<LineError>,
+    errors: ErrorLog,
     points: usize,
     /// Objects seen so far (the 1-based index of the current one).
     objects: usize,
+    cells: CellBudget,
+    /// Series defined so far (each batch's `series`, summed).
+    new_series: usize,
 }
 
 impl<'a> Decoder<'_, '_, 'a> {
@@ -266,18 +276,19 @@ impl<'a> Decoder<'_, '_, 'a> {
 
     /// Records that the current object is not msgpack (decoding stops).
     fn malformed(&mut self, e: Malformed) {
-        self.errors.push(LineError::for_object(
-            self.objects,
-            LineErrorKind::MalformedMsgpack {
-                reason: e.reason().into(),
-            },
-            "",
-        ));
+        let objects = self.objects;
+        let kind = LineErrorKind::MalformedMsgpack {
+            reason: e.reason().into(),
+        };
+        self.errors
+            .push(kind, |kind| LineError::for_object(objects, kind, ""));
     }
 
     fn error(&mut self, kind: LineErrorKind, measurement: &str) {
-        self.errors
-            .push(LineError::for_object(self.objects, kind, measurement));
+        let objects = self.objects;
+        self.errors.push(kind, |kind| {
+            LineError::for_object(objects, kind, measurement)
+        });
     }
 
     /// Type-checks `obj` against the body so far and the schema, then
@@ -311,6 +322,7 @@ impl<'a> Decoder<'_, '_, 'a> {
             })?;
             targets.push(Some(target));
         }
+        self.check_bounds(&obj, existing_batch)?;
         if let Some(row) = (0..obj.times.len()).find(|&row| {
             obj.fields
                 .iter()
@@ -359,6 +371,7 @@ impl<'a> Decoder<'_, '_, 'a> {
         let batch = &mut self.batches[b];
         let id = series::series_id(obj.measurement, &obj.tags);
         if batch.series_ids.insert(id) {
+            self.new_series += 1;
             batch.out.series.push(SeriesDef {
                 id,
                 tags: obj
@@ -396,6 +409,68 @@ impl<'a> Decoder<'_, '_, 'a> {
             }
         }
         self.points += rows;
+        Ok(())
+    }
+}
+
+impl Decoder<'_, '_, '_> {
+    /// The body's bounds (names the tables can hold, measurements, fields per measurement,
+    /// new series, values) for appending `obj`.
+    fn check_bounds(
+        &mut self,
+        obj: &Object<'_>,
+        existing: Option<usize>,
+    ) -> Result<(), LineErrorKind> {
+        let batch = existing.map(|b| &self.batches[b]);
+        if batch.is_none() {
+            crate::lp::check_stored_name("measurement", obj.measurement)?;
+            if self.batches.len() >= self.opts.max_measurements {
+                return Err(LineErrorKind::TooManyMeasurements {
+                    limit: self.opts.max_measurements,
+                });
+            }
+        }
+        if obj.tags.len() > self.opts.max_tags {
+            return Err(LineErrorKind::TooManyTags {
+                count: obj.tags.len(),
+                limit: self.opts.max_tags,
+            });
+        }
+        let (rows_before, columns_before) =
+            batch.map_or((0, 0), |b| (b.out.len(), b.out.fields.len()));
+        let mut new_columns = 0;
+        for (name, _) in &obj.fields {
+            if batch.is_none_or(|b| !b.by_name.contains_key(&RawKey(name.as_bytes()))) {
+                crate::lp::check_stored_name("field", name)?;
+                new_columns += 1;
+            }
+        }
+        if columns_before + new_columns > self.opts.max_fields {
+            return Err(LineErrorKind::TooManyFields {
+                measurement: obj.measurement.to_owned(),
+                limit: self.opts.max_fields,
+            });
+        }
+        let id = series::series_id(obj.measurement, &obj.tags);
+        if self.new_series >= self.opts.max_new_series
+            && batch.is_none_or(|b| !b.series_ids.contains(&id))
+        {
+            return Err(LineErrorKind::SeriesLimit {
+                limit: self.opts.max_new_series,
+            });
+        }
+        // Every row of the object fills every column of the batch, and every earlier row of
+        // the batch gets a null in each new column.
+        let cells = obj
+            .times
+            .len()
+            .saturating_mul(columns_before + new_columns)
+            .saturating_add(new_columns.saturating_mul(rows_before));
+        if !self.cells.charge(cells) {
+            return Err(LineErrorKind::TooSparse {
+                limit: self.cells.limit(),
+            });
+        }
         Ok(())
     }
 }

@@ -29,6 +29,18 @@ pub fn file_name_len(name: &str) -> usize {
         .sum()
 }
 
+/// Why a measurement or field name cannot be a table or column name, if it cannot.
+///
+/// The engine refuses a NUL byte anywhere in a name ("Null byte found in identifier"), so a
+/// line with one was acknowledged and then failed every flush of its table. Every other
+/// character, control characters included, is stored and read back unchanged (the engine
+/// test `names_round_trip` writes and reads each of them); only NUL is refused, at parse
+/// time, for its line.
+pub fn stored_name_problem(name: &str) -> Option<&'static str> {
+    name.contains('\0')
+        .then_some("contains a NUL byte, which table and column names cannot hold")
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     #[error("name is empty")]

@@ -204,6 +204,9 @@ pub fn server_config(spec: &IngestTenantSpec) -> Result<ServerConfig, SpecError>
         max_wal_backlog_bytes: size("spec.limits.maxWalBacklogBytes", &l.max_wal_backlog_bytes)?,
         wal_memtable_bytes: size("spec.limits.walMemtableBytes", &l.wal_memtable_bytes)?,
         pretouch_bytes: size("spec.limits.pretouchBytes", &l.pretouch_bytes)?,
+        // Schema, admission and query limits keep the server's defaults until the CRD carries
+        // them.
+        ..LimitsConfig::default()
     };
     let auth = AuthConfig {
         tokens: Vec::new(),
@@ -219,6 +222,7 @@ pub fn server_config(spec: &IngestTenantSpec) -> Result<ServerConfig, SpecError>
         databases,
         pool,
         limits,
+        query: Default::default(),
         auth,
     };
     cfg.validate()

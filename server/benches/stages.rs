@@ -219,7 +219,7 @@ fn main() {
     });
 
     // chDB insert through the real engine.
-    let engine = Engine::open(&dir.path().join("chdb"), 1, 1).expect("engine");
+    let engine = Engine::open(&dir.path().join("chdb"), 1, 1, &Default::default()).expect("engine");
     let fields: Vec<_> = decoded
         .fields
         .iter()

@@ -40,6 +40,9 @@ pub enum StartError {
     },
 }
 
+/// Failed attempts in a row after which a table no longer holds up the start-up replay.
+const REPLAY_GIVE_UP_FAILURES: u32 = 3;
+
 pub struct App {
     pub cfg: ServerConfig,
     pub engine: Arc<Engine>,
@@ -49,6 +52,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     pub guard: Guard,
     pub tokens: HashSet<String>,
+    /// Requests in flight and their memory (see [`crate::http::Admission`]).
+    pub admission: crate::http::Admission,
     /// Takes writes: false while replaying and while draining.
     pub ready: AtomicBool,
     pub draining: AtomicBool,
@@ -103,6 +108,7 @@ impl App {
             &data.join("chdb"),
             cfg.pool.flush_workers as usize + 1,
             cfg.pool.connections as usize,
+            &cfg.query,
         )?);
         tracing::info!(version = engine.version(), "chDB engine open");
         let scheduler = Scheduler::new(
@@ -151,7 +157,7 @@ impl App {
             catalog,
             wal,
             metrics: metrics.clone(),
-            max_series: cfg.limits.max_series,
+            limits: cfg.limits.clone(),
         };
         Ok(Arc::new(Self {
             engine,
@@ -161,6 +167,10 @@ impl App {
             metrics,
             guard: Guard::new(table_functions),
             tokens,
+            admission: crate::http::Admission::new(
+                cfg.limits.max_requests_in_flight,
+                cfg.limits.request_memory_bytes.0,
+            ),
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             workers: std::sync::Mutex::new(Vec::new()),
@@ -191,6 +201,19 @@ impl App {
         self.scheduler.drain();
         while !self.scheduler.wait_empty(Duration::from_secs(10)) {
             let b = self.scheduler.backlog();
+            // A table whose flush keeps failing keeps its entries in the WAL; it must not keep
+            // the whole pod from serving (see `/ready`'s `failing_tables`).
+            if self.scheduler.only_failing_left(REPLAY_GIVE_UP_FAILURES) {
+                for f in self.scheduler.failing_tables() {
+                    tracing::error!(
+                        table = f.table,
+                        failures = f.failures,
+                        error = f.error,
+                        "flush keeps failing; serving without it"
+                    );
+                }
+                break;
+            }
             tracing::info!(points = b.rows, "still replaying write-ahead log");
         }
         self.scheduler.stop_draining();
@@ -234,9 +257,18 @@ impl App {
         m.flush_lag.set(b.oldest_age.as_secs_f64());
         m.wal_queue.set(self.ingest.wal.queued() as i64);
         m.series.set(self.ingest.catalog.series_count() as i64);
+        m.flush_failing_tables
+            .set(self.scheduler.failing_tables().len() as i64);
+        m.request_memory_available
+            .set(self.admission.memory_available() as i64);
         if let Ok(parts) = self.ingest.catalog.part_counts() {
             m.table_parts.reset();
+            // Tables beyond the label cap are summed into one series.
+            let mut summed: std::collections::HashMap<String, i64> = Default::default();
             for (t, n) in parts {
+                *summed.entry(m.table_label(&t)).or_default() += n;
+            }
+            for (t, n) in summed {
                 m.table_parts.with_label_values(&[&t]).set(n);
             }
         }

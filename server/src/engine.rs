@@ -6,12 +6,14 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use chdb_rust::arrow::array::{RecordBatch, StructArray};
 use chdb_rust::arrow::ffi::{to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use chdb_rust::arrow_stream::{arrow_stream_table_sql, ArrowArray, ArrowSchema};
 use chdb_rust::connection::Connection;
 use chdb_rust::format::OutputFormat;
+use sluice_core::config::QueryConfig;
 use sluice_core::names::{quote_ident, quote_str};
 
 /// The engine release this build is made for: the npm package `@chdb/lib-linux-x64-gnu`
@@ -62,6 +64,8 @@ impl From<chdb_rust::error::Error> for EngineError {
 struct Pool {
     idle: Mutex<Vec<Connection>>,
     available: Condvar,
+    /// What each connection was opened with, to open a replacement.
+    args: Vec<String>,
 }
 
 impl Pool {
@@ -79,6 +83,7 @@ impl Pool {
         Ok(Self {
             idle: Mutex::new(idle),
             available: Condvar::new(),
+            args: args.iter().map(|a| a.to_string()).collect(),
         })
     }
 
@@ -95,6 +100,38 @@ impl Pool {
             idle = self.available.wait(idle).unwrap_or_else(|p| p.into_inner());
         }
     }
+
+    /// A free connection, waiting at most `wait` for one.
+    fn lease_within(&self, wait: Duration) -> Option<Lease<'_>> {
+        let deadline = Instant::now() + wait;
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(c) = idle.pop() {
+                return Some(Lease {
+                    pool: self,
+                    conn: Some(c),
+                });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            idle = self
+                .available
+                .wait_timeout(idle, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+/// Why a client's query did not run to the end.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error("all {0} query connections are busy; retry")]
+    Busy(usize),
+    #[error("{0}")]
+    Engine(String),
 }
 
 /// Writers (flush, DDL) and readers (`/sql`) use separate pools: a long query never holds up a
@@ -103,6 +140,7 @@ impl Pool {
 pub struct Engine {
     writers: Pool,
     readers: Pool,
+    reader_count: usize,
     version: String,
     stream_seq: AtomicU64,
 }
@@ -119,6 +157,30 @@ impl std::ops::Deref for Lease<'_> {
         self.conn
             .as_ref()
             .expect("lease holds a connection until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Lease<'_> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        self.conn
+            .as_mut()
+            .expect("lease holds a connection until dropped")
+    }
+}
+
+impl Lease<'_> {
+    /// Closes this connection and puts a fresh one in its place: a stream that ended early
+    /// (an error midway, or a client that went away) can leave output behind that the next
+    /// query on the same connection would read as its own.
+    fn replace(&mut self) {
+        let args: Vec<&str> = self.pool.args.iter().map(String::as_str).collect();
+        match Connection::open(&args) {
+            Ok(fresh) => self.conn = Some(fresh),
+            Err(e) => {
+                // Keep the old one rather than shrink the pool.
+                tracing::error!(error = %e, "cannot reopen a query connection");
+            }
+        }
     }
 }
 
@@ -156,8 +218,13 @@ fn version_matches(found: &str) -> bool {
 
 impl Engine {
     /// Opens `writers` read-write and `readers` read-only connections on `path` (created if
-    /// missing).
-    pub fn open(path: &Path, writers: usize, readers: usize) -> Result<Self, EngineError> {
+    /// missing); every reader runs its queries under `reader_limits` (see [`reader_settings`]).
+    pub fn open(
+        path: &Path,
+        writers: usize,
+        readers: usize,
+        reader_limits: &QueryConfig,
+    ) -> Result<Self, EngineError> {
         let version = check_library_version()?;
         // chDB would otherwise install handlers for SIGTERM/SIGINT and friends; the server
         // handles its own signals so that shutdown can drain the WAL.
@@ -167,9 +234,13 @@ impl Engine {
             source: e.into(),
         })?;
         let arg = format!("--path={}", path.display());
+        let settings = reader_settings(reader_limits);
+        let mut reader_args: Vec<&str> = vec![MERGE_NICE];
+        reader_args.extend(settings.iter().map(String::as_str));
         Ok(Self {
             writers: Pool::open(&arg, &[MERGE_NICE], writers, path)?,
-            readers: Pool::open(&arg, &[MERGE_NICE, "--readonly=1"], readers, path)?,
+            readers: Pool::open(&arg, &reader_args, readers, path)?,
+            reader_count: readers.max(1),
             version,
             stream_seq: AtomicU64::new(0),
         })
@@ -183,11 +254,64 @@ impl Engine {
         self.writers.lease()
     }
 
-    /// Runs a client's query on a read-only connection; JSON unless it says `FORMAT`.
-    pub fn read_query(&self, sql: &str) -> Result<Vec<u8>, EngineError> {
-        let conn = self.readers.lease();
-        let r = conn.query(sql, OutputFormat::JSON)?;
-        Ok(r.data_ref().to_vec())
+    /// Runs a client's query on a read-only connection (waiting at most `wait` for one) and
+    /// hands its output to `sink` chunk by chunk as the engine produces it; JSON unless the
+    /// query says `FORMAT`. `sink` returns false to stop the query (the client is gone).
+    /// The engine streams only `SELECT`s; other statements (`SHOW`, `DESCRIBE`, `EXISTS`,
+    /// small by nature) run whole with `streamed` false and are handed over in one chunk.
+    pub fn stream_query(
+        &self,
+        sql: &str,
+        streamed: bool,
+        wait: Duration,
+        sink: &mut dyn FnMut(Vec<u8>) -> bool,
+    ) -> Result<(), QueryError> {
+        let mut conn = self
+            .readers
+            .lease_within(wait)
+            .ok_or(QueryError::Busy(self.reader_count))?;
+        if !streamed {
+            let r = crate::priority::keep(|| conn.query(sql, OutputFormat::JSON))
+                .map_err(|e| QueryError::Engine(e.to_string()))?;
+            sink(r.data_ref().to_vec());
+            return Ok(());
+        }
+        let mut finished = false;
+        let result = crate::priority::keep(|| {
+            let mut stream = conn
+                .query_stream(sql, OutputFormat::JSON)
+                .map_err(|e| QueryError::Engine(e.to_string()))?;
+            while let Some(chunk) = stream
+                .next_chunk()
+                .map_err(|e| QueryError::Engine(e.to_string()))?
+            {
+                if chunk.data_ref().is_empty() {
+                    continue;
+                }
+                if !sink(chunk.data_ref().to_vec()) {
+                    return Ok(());
+                }
+            }
+            finished = true;
+            Ok(())
+        });
+        if !finished {
+            conn.replace();
+        }
+        result
+    }
+
+    /// The engine's own parse of `sql` (`EXPLAIN AST`), one node per line, on a read-only
+    /// connection: what [`crate::sql_guard`] checks before a client's query runs.
+    pub fn explain_ast(&self, sql: &str, wait: Duration) -> Result<String, QueryError> {
+        let conn = self
+            .readers
+            .lease_within(wait)
+            .ok_or(QueryError::Busy(self.reader_count))?;
+        let r = conn
+            .query(&format!("EXPLAIN AST {sql}"), OutputFormat::TabSeparated)
+            .map_err(|e| QueryError::Engine(e.to_string()))?;
+        Ok(String::from_utf8_lossy(r.data_ref()).into_owned())
     }
 
     /// Runs `sql`; the output is in `format` unless the statement has its own FORMAT clause.
@@ -260,6 +384,29 @@ impl Engine {
         Ok(())
     }
 }
+
+/// Settings every read-only connection runs its queries with: the per-query limits of
+/// `[query]`, errors instead of silently cut results, and the priority of the request path's
+/// background work, so that many slow queries at once leave the CPU to writes. A reader
+/// cannot change them: `readonly = 1` refuses `SET` and `SETTINGS`.
+pub fn reader_settings(q: &QueryConfig) -> Vec<String> {
+    vec![
+        "--readonly=1".into(),
+        format!("--max_execution_time={}", q.timeout.as_secs_f64()),
+        "--timeout_overflow_mode=throw".into(),
+        format!("--max_memory_usage={}", q.max_memory_bytes.0),
+        format!("--max_rows_to_read={}", q.max_rows_to_read),
+        "--read_overflow_mode=throw".into(),
+        format!("--max_result_bytes={}", q.max_result_bytes.0),
+        "--result_overflow_mode=throw".into(),
+        format!("--os_threads_nice_value_query={READER_NICE}"),
+        "--max_threads=2".into(),
+    ]
+}
+
+/// CPU priority (Linux nice) of query threads: below the flush workers' (5), far below the
+/// request path's (0).
+pub const READER_NICE: i32 = 10;
 
 /// chDB's merge threads run at a lower CPU priority than the request path (Linux nice 10; a
 /// process setting, so every connection passes the same). Merges are background work that can

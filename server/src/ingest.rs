@@ -11,9 +11,7 @@ use std::time::Instant;
 
 use sluice_core::names::{file_name_len, table_name, MAX_MEASUREMENT_LEN, MAX_TABLE_FILE_NAME_LEN};
 use sluice_core::precision::Precision;
-use sluice_core::{
-    lp, msgpack, FieldType, KeyHash, LineError, MeasurementBatch, ParseOptions, ParsedBody,
-};
+use sluice_core::{lp, msgpack, FieldType, KeyHash, MeasurementBatch, ParseOptions, ParsedBody};
 
 use crate::catalog::{Catalog, CatalogError, Target, SERIES_TABLE};
 use crate::metrics::Metrics;
@@ -44,16 +42,78 @@ pub struct Rejection {
     pub message: String,
 }
 
+/// Messages of dropped lines kept per request: the client is shown a few, and a body of
+/// millions of bad lines must not hold millions of messages.
+const MAX_KEPT_REJECTIONS: usize = 100;
+
+/// The lines a request dropped: every one counted, the earliest [`MAX_KEPT_REJECTIONS`] kept
+/// with their message, and the earliest line refused for a reason other than its syntax
+/// (InfluxDB reports that one alone).
+#[derive(Debug, Default)]
+pub struct Rejections {
+    kept: Vec<Rejection>,
+    total: usize,
+    first_rejected: Option<Rejection>,
+}
+
+impl Rejections {
+    /// Records a dropped line; `parse` says whether it failed to parse (rather than being
+    /// refused by the schema or a limit).
+    pub fn push(&mut self, line: usize, parse: bool, message: impl FnOnce() -> String) {
+        self.total += 1;
+        let earlier = |r: &Option<Rejection>| r.as_ref().is_none_or(|f| line < f.line);
+        let keep = self.kept.len() < 2 * MAX_KEPT_REJECTIONS;
+        if !parse && earlier(&self.first_rejected) {
+            let r = Rejection {
+                line,
+                message: message(),
+            };
+            if keep {
+                self.kept.push(r.clone());
+            }
+            self.first_rejected = Some(r);
+        } else if keep {
+            self.kept.push(Rejection {
+                line,
+                message: message(),
+            });
+        }
+        if self.kept.len() == 2 * MAX_KEPT_REJECTIONS {
+            self.trim();
+        }
+    }
+
+    /// Counts dropped lines whose messages were not kept.
+    fn count_unlisted(&mut self, n: usize) {
+        self.total += n;
+    }
+
+    fn trim(&mut self) {
+        self.kept.sort_by_key(|r| r.line);
+        self.kept.truncate(MAX_KEPT_REJECTIONS);
+    }
+
+    pub fn len(&self) -> usize {
+        self.total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+}
+
 /// A request ready to commit.
 pub struct Prepared {
     pub entries: Vec<Entry>,
     pub points: usize,
-    pub rejections: Vec<Rejection>,
+    pub rejections: Rejections,
     /// Points dropped because their series would exceed the cardinality limit.
     pub over_limit: usize,
+    /// Series claimed for `target`'s database, given back if the write fails.
     claimed: Vec<u64>,
     /// Raw keys of the series this write claims, remembered once it is durable.
     claimed_keys: Vec<(KeyHash, u64)>,
+    target: Target,
 }
 
 /// What the client is told after a commit.
@@ -61,8 +121,10 @@ pub struct Prepared {
 pub struct Outcome {
     pub points: usize,
     pub dropped: usize,
-    /// Messages of the dropped lines, in line order.
+    /// Messages of the earliest dropped lines, in line order.
     pub errors: Vec<String>,
+    /// The earliest line refused for a reason other than its syntax, if any.
+    pub first_rejected: Option<String>,
     pub over_limit: usize,
     pub parse_only: bool,
 }
@@ -74,7 +136,7 @@ pub struct Ingest {
     pub catalog: Arc<Catalog>,
     pub wal: Arc<Wal>,
     pub metrics: Arc<Metrics>,
-    pub max_series: u64,
+    pub limits: sluice_core::config::LimitsConfig,
 }
 
 fn now_ns() -> i64 {
@@ -101,11 +163,17 @@ impl Ingest {
             // InfluxDB stamps points without a timestamp with the server's time, truncated to the
             // request precision.
             default_time_ns: now - now.rem_euclid(precision.multiplier_ns()),
+            max_fields: self.limits.max_fields_per_measurement as usize,
+            max_measurements: self.limits.max_measurements_per_database as usize,
+            max_tags: self.limits.max_tags_per_series as usize,
+            max_new_series: self.limits.max_new_series_per_request as usize,
         };
         let lookup = self.catalog.lookup(target);
         let ParsedBody {
             batches,
             errors,
+            rejected,
+            series_limited,
             new_keys,
             ..
         } = match format {
@@ -114,14 +182,18 @@ impl Ingest {
         };
         self.metrics
             .observe_stage("parse", started.elapsed().as_secs_f64());
-        let mut rejections: Vec<Rejection> = errors.iter().map(rejection).collect();
+        let mut rejections = Rejections::default();
+        for e in &errors {
+            rejections.push(e.line, !e.kind.is_schema_error(), || e.to_string());
+        }
+        rejections.count_unlisted(rejected - errors.len());
 
         let series_started = Instant::now();
         let mut entries = Vec::with_capacity(batches.len() + 1);
         let mut series_rows = Vec::new();
         let mut claimed_all = Vec::new();
         let mut points = 0usize;
-        let mut over_limit = 0usize;
+        let mut over_limit = series_limited;
         for mut batch in batches {
             let table = table_name(&target.db, &target.rp, &batch.measurement);
             if batch.measurement.len() > MAX_MEASUREMENT_LEN
@@ -132,10 +204,7 @@ impl Ingest {
                     truncate(&batch.measurement, 64)
                 );
                 for &line in &batch.line {
-                    rejections.push(Rejection {
-                        line: line as usize,
-                        message: format!("{message} (line {line})"),
-                    });
+                    rejections.push(line as usize, false, || format!("{message} (line {line})"));
                 }
                 continue;
             }
@@ -145,13 +214,34 @@ impl Ingest {
                 .iter()
                 .map(|c| (c.name.clone(), c.field_type()))
                 .collect();
-            let conflicts = self.catalog.ensure_table(&table, target.ttl, &fields)?;
-            for (field, existing) in conflicts {
+            let check = match self.catalog.ensure_table(target, &table, &fields) {
+                Ok(check) => check,
+                Err(e @ CatalogError::TooManyMeasurements { .. }) => {
+                    let message = e.to_string();
+                    for &line in &batch.line {
+                        rejections
+                            .push(line as usize, false, || format!("{message} (line {line})"));
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            for (field, existing) in check.conflicts {
                 drop_conflicting(&mut batch, &field, existing, &mut rejections);
+            }
+            for field in check.over_field_limit {
+                drop_over_field_limit(
+                    &mut batch,
+                    &field,
+                    self.limits.max_fields_per_measurement,
+                    &mut rejections,
+                );
             }
             // Series: claim the new ones within the cardinality limit.
             let ids: Vec<u64> = batch.series.iter().map(|s| s.id).collect();
-            let (claimed, refused) = self.catalog.claim_series(&ids, self.max_series);
+            let (claimed, refused) =
+                self.catalog
+                    .claim_series(&target.db, &ids, self.limits.max_series);
             if !refused.is_empty() {
                 let keep: Vec<bool> = batch
                     .series_id
@@ -209,11 +299,11 @@ impl Ingest {
                     known_keys.push((k.hash, k.id));
                 }
             }
-            self.catalog.remember_series_keys(&known_keys);
+            self.catalog.remember_series_keys(target, &known_keys);
         }
         self.metrics
             .observe_stage("series", series_started.elapsed().as_secs_f64());
-        rejections.sort_by_key(|r| r.line);
+        rejections.trim();
         Ok(Prepared {
             entries,
             points,
@@ -221,6 +311,7 @@ impl Ingest {
             over_limit,
             claimed: claimed_all,
             claimed_keys,
+            target: target.clone(),
         })
     }
 
@@ -233,13 +324,15 @@ impl Ingest {
             over_limit,
             claimed,
             claimed_keys,
+            target,
         } = prepared;
+        let db = &target.db;
         if !entries.is_empty() {
             let started = Instant::now();
             let rx = match self.wal.submit(entries) {
                 Ok(rx) => rx,
                 Err(e) => {
-                    self.catalog.release_series(&claimed);
+                    self.catalog.release_series(db, &claimed);
                     return Err(e.into());
                 }
             };
@@ -247,36 +340,27 @@ impl Ingest {
             match result {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
-                    self.catalog.release_series(&claimed);
+                    self.catalog.release_series(db, &claimed);
                     return Err(WriteError::Commit(e));
                 }
                 Err(e) => {
-                    self.catalog.release_series(&claimed);
+                    self.catalog.release_series(db, &claimed);
                     return Err(e.into());
                 }
             }
             self.metrics
                 .observe_stage("wal_commit", started.elapsed().as_secs_f64());
-            self.catalog.remember_series_keys(&claimed_keys);
+            self.catalog.remember_series_keys(&target, &claimed_keys);
         }
-        let parse_only = !rejections.is_empty()
-            && rejections
-                .iter()
-                .all(|r| r.message.starts_with("unable to parse"));
+        let parse_only = !rejections.is_empty() && rejections.first_rejected.is_none();
         Ok(Outcome {
             points,
             dropped: rejections.len() + over_limit,
-            errors: rejections.into_iter().map(|r| r.message).collect(),
+            errors: rejections.kept.into_iter().map(|r| r.message).collect(),
+            first_rejected: rejections.first_rejected.map(|r| r.message),
             over_limit,
             parse_only,
         })
-    }
-}
-
-fn rejection(e: &LineError) -> Rejection {
-    Rejection {
-        line: e.line,
-        message: e.to_string(),
     }
 }
 
@@ -296,7 +380,7 @@ fn drop_rows(
     batch: &mut MeasurementBatch,
     keep: Vec<bool>,
     message: impl Fn() -> String,
-    rejections: &mut Vec<Rejection>,
+    rejections: &mut Rejections,
 ) {
     if keep.iter().all(|k| *k) {
         return;
@@ -304,10 +388,8 @@ fn drop_rows(
     let msg = message();
     for (i, k) in keep.iter().enumerate() {
         if !k {
-            rejections.push(Rejection {
-                line: batch.line[i] as usize,
-                message: format!("{msg} (line {})", batch.line[i]),
-            });
+            let line = batch.line[i];
+            rejections.push(line as usize, false, || format!("{msg} (line {line})"));
         }
     }
     batch.retain_rows(&keep);
@@ -315,7 +397,7 @@ fn drop_rows(
 
 /// InfluxDB refuses a field named `time`; sluice also refuses its own columns, `series_id` and
 /// `_sluice_seq`.
-fn drop_reserved_fields(batch: &mut MeasurementBatch, rejections: &mut Vec<Rejection>) {
+fn drop_reserved_fields(batch: &mut MeasurementBatch, rejections: &mut Rejections) {
     for reserved in RESERVED_FIELDS {
         let Some(idx) = batch.fields.iter().position(|c| c.name == reserved) else {
             continue;
@@ -336,12 +418,37 @@ fn drop_reserved_fields(batch: &mut MeasurementBatch, rejections: &mut Vec<Rejec
     }
 }
 
+/// `field` would take the table past `max_fields_per_measurement`: drop the rows that set it.
+fn drop_over_field_limit(
+    batch: &mut MeasurementBatch,
+    field: &str,
+    limit: u32,
+    rejections: &mut Rejections,
+) {
+    let Some(idx) = batch.fields.iter().position(|c| c.name == field) else {
+        return;
+    };
+    let keep: Vec<bool> = batch.fields[idx].valid.iter().map(|v| !v).collect();
+    let m = batch.measurement.clone();
+    drop_rows(
+        batch,
+        keep,
+        || {
+            format!("max-fields limit exceeded: input field {field:?} on measurement {m:?} would make more than {limit} fields")
+        },
+        rejections,
+    );
+    if let Some(idx) = batch.fields.iter().position(|c| c.name == field) {
+        batch.fields.remove(idx);
+    }
+}
+
 /// Another request fixed `field`'s type first: drop this request's rows that set it.
 fn drop_conflicting(
     batch: &mut MeasurementBatch,
     field: &str,
     existing: FieldType,
-    rejections: &mut Vec<Rejection>,
+    rejections: &mut Rejections,
 ) {
     let Some(idx) = batch.fields.iter().position(|c| c.name == field) else {
         return;

@@ -1,6 +1,9 @@
 //! Prometheus metrics. Names are a contract with the operator's autoscaler, the chart's alert
 //! rules and dashboards: change them only together.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+
 use prometheus::{
     exponential_buckets, Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter,
     IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
@@ -34,7 +37,19 @@ pub struct Metrics {
     pub series_limit: IntGauge,
     pub ready: IntGauge,
     pub backpressure: IntCounterVec,
+    pub flush_failing_tables: IntGauge,
+    pub request_memory_available: IntGauge,
+    /// Table names used as label values so far (see [`Metrics::table_label`]).
+    table_labels: Mutex<HashSet<String>>,
 }
+
+/// Distinct table names that metrics carry as labels; the rest are reported as
+/// [`OTHER_TABLES`]. Table names come from writers, so without a cap a client could make
+/// the scrape (and Prometheus) as large as it likes.
+pub const MAX_TABLE_LABELS: usize = 200;
+
+/// The label value standing for every table past [`MAX_TABLE_LABELS`].
+pub const OTHER_TABLES: &str = "_other";
 
 impl Metrics {
     pub fn new() -> Self {
@@ -141,8 +156,31 @@ impl Metrics {
                 ),
                 &["reason"]
             )),
+            flush_failing_tables: reg!(IntGauge::new(
+                "flush_failing_tables",
+                "Tables whose last flush attempt failed (their points wait in the WAL; see /ready)"
+            )),
+            request_memory_available: reg!(IntGauge::new(
+                "request_memory_available_bytes",
+                "What is left of limits.request_memory_bytes for request bodies and their parse"
+            )),
+            table_labels: Mutex::new(HashSet::new()),
             registry,
         }
+    }
+
+    /// The label value for `table`: its name for the first [`MAX_TABLE_LABELS`] tables seen,
+    /// [`OTHER_TABLES`] after that.
+    pub fn table_label(&self, table: &str) -> String {
+        let mut seen = self.table_labels.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.contains(table) {
+            return table.to_string();
+        }
+        if seen.len() < MAX_TABLE_LABELS {
+            seen.insert(table.to_string());
+            return table.to_string();
+        }
+        OTHER_TABLES.to_string()
     }
 
     pub fn observe_stage(&self, stage: &str, seconds: f64) {
@@ -161,5 +199,24 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_labels_are_capped() {
+        let m = Metrics::new();
+        for i in 0..MAX_TABLE_LABELS {
+            assert_eq!(m.table_label(&format!("t{i}")), format!("t{i}"));
+        }
+        assert_eq!(m.table_label("one_too_many"), OTHER_TABLES);
+        assert_eq!(
+            m.table_label("t7"),
+            "t7",
+            "a table seen before keeps its label"
+        );
     }
 }

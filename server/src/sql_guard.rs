@@ -23,6 +23,10 @@ pub enum Refusal {
     ForbiddenClause(&'static str),
     #[error("unterminated {0}")]
     Unterminated(&'static str),
+    /// The engine's parse of the statement is not one this check can read: refused rather
+    /// than run (the check fails closed).
+    #[error("cannot establish that the statement only reads ({0})")]
+    Unreadable(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -286,6 +290,79 @@ impl Guard {
     }
 }
 
+/// Statements (the root node of the engine's parse) that only read.
+const READ_ONLY_ROOTS: &[&str] = &[
+    "SelectWithUnionQuery",
+    "SelectIntersectExceptQuery",
+    "ShowTables",
+    "ShowColumns",
+    "ShowCreateTableQuery",
+    "DescribeQuery",
+    "ExistsTableQuery",
+    "Explain",
+];
+
+impl Guard {
+    /// The second line of defence: checks the engine's own parse of the statement (`EXPLAIN
+    /// AST`, one node per line, children indented by one space). The root must be a
+    /// statement that only reads, every function called anywhere must be allowed, and the
+    /// root may carry nothing but its query and an output format (`INTO OUTFILE` adds a
+    /// file name there). Anything this cannot read is refused.
+    pub fn check_ast(&self, tree: &str) -> Result<(), Refusal> {
+        let mut lines = tree.lines().filter(|l| !l.trim().is_empty());
+        let root = lines.next().ok_or(Refusal::Empty)?;
+        let root_kind = node_kind(root).ok_or_else(|| Refusal::Unreadable(excerpt(root)))?;
+        if root.starts_with(' ') || !READ_ONLY_ROOTS.contains(&root_kind) {
+            return Err(Refusal::NotReadOnly(root_kind.to_string()));
+        }
+        let mut root_children = 0;
+        for line in lines {
+            let depth = line.len() - line.trim_start_matches(' ').len();
+            let kind = node_kind(line).ok_or_else(|| Refusal::Unreadable(excerpt(line)))?;
+            if depth == 0 {
+                return Err(Refusal::MultipleStatements);
+            }
+            if depth == 1 {
+                root_children += 1;
+                if root_children > 1 && root_kind != "Explain" && kind != "Identifier" {
+                    return Err(Refusal::ForbiddenClause("INTO OUTFILE"));
+                }
+            }
+            match kind {
+                "Function" => {
+                    let name = function_name(line);
+                    if self.forbidden.contains(&name.to_ascii_lowercase()) {
+                        return Err(Refusal::ForbiddenFunction(name.to_string()));
+                    }
+                }
+                "SetQuery" | "Settings" => return Err(Refusal::ForbiddenClause("SETTINGS")),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The node type of one line of `EXPLAIN AST` output: its first word, if it looks like one.
+fn node_kind(line: &str) -> Option<&str> {
+    let word = line.trim_start_matches(' ').split(' ').next()?;
+    (!word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .then_some(word)
+}
+
+/// The name in a `Function name (children N)` line.
+fn function_name(line: &str) -> &str {
+    let rest = line.trim_start_matches(' ').trim_start_matches("Function ");
+    match rest.rfind(" (children ") {
+        Some(i) => &rest[..i],
+        None => rest.trim_end(),
+    }
+}
+
+fn excerpt(line: &str) -> String {
+    line.trim().chars().take(60).collect()
+}
+
 /// The output format a statement asks for with a trailing `FORMAT name`, if any.
 pub fn requested_format(sql: &str) -> Option<String> {
     let tokens = tokenize(sql).ok()?;
@@ -432,6 +509,45 @@ mod tests {
         for (q, want) in cases {
             assert_eq!(g.check(q).as_ref(), Err(want), "{q}");
         }
+    }
+
+    #[test]
+    fn the_engines_parse_is_checked_and_anything_unreadable_is_refused() {
+        let g = guard();
+        let select = "SelectWithUnionQuery (children 1)\n ExpressionList (children 1)\n  SelectQuery (children 1)\n   ExpressionList (children 1)\n    Literal UInt64_1\n";
+        assert_eq!(g.check_ast(select), Ok(()));
+        let with_format = "SelectWithUnionQuery (children 2)\n ExpressionList (children 1)\n  SelectQuery (children 1)\n   ExpressionList (children 1)\n    Literal UInt64_1\n Identifier JSON\n";
+        assert_eq!(g.check_ast(with_format), Ok(()));
+        assert_eq!(g.check_ast("ShowTables\n"), Ok(()));
+        let file = "SelectWithUnionQuery (children 1)\n ExpressionList (children 1)\n  SelectQuery (children 1)\n   ExpressionList (children 1)\n    Function file (children 1)\n     ExpressionList (children 1)\n      Literal \\'x\\'\n";
+        assert_eq!(
+            g.check_ast(file),
+            Err(Refusal::ForbiddenFunction("file".into()))
+        );
+        let table_fn = "SelectWithUnionQuery (children 1)\n ExpressionList (children 1)\n  SelectQuery (children 2)\n   ExpressionList (children 1)\n    Asterisk\n   TablesInSelectQuery (children 1)\n    TablesInSelectQueryElement (children 1)\n     TableExpression (children 1)\n      Function NewThing (children 1)\n";
+        assert_eq!(
+            g.check_ast(table_fn),
+            Err(Refusal::ForbiddenFunction("NewThing".into()))
+        );
+        let outfile = "SelectWithUnionQuery (children 2)\n ExpressionList (children 1)\n  SelectQuery (children 1)\n   ExpressionList (children 1)\n    Asterisk\n Literal \\'/tmp/x\\'\n";
+        assert_eq!(
+            g.check_ast(outfile),
+            Err(Refusal::ForbiddenClause("INTO OUTFILE"))
+        );
+        assert_eq!(
+            g.check_ast("InsertQuery (children 1)\n"),
+            Err(Refusal::NotReadOnly("InsertQuery".into()))
+        );
+        // A second statement's output after the tree, or anything else unexpected.
+        assert_eq!(
+            g.check_ast(&format!("{select}2\n")),
+            Err(Refusal::MultipleStatements)
+        );
+        assert!(matches!(
+            g.check_ast(&format!("{select}  ???\n")),
+            Err(Refusal::Unreadable(_))
+        ));
+        assert_eq!(g.check_ast(""), Err(Refusal::Empty));
     }
 
     #[test]

@@ -17,7 +17,7 @@ fn query(engine: &Engine, sql: &str) -> String {
 #[test]
 fn engine_policy() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(&dir.path().join("chdb"), 1, 1).unwrap();
+    let engine = Engine::open(&dir.path().join("chdb"), 1, 1, &Default::default()).unwrap();
     merge_threads_yield_to_requests(&engine);
     a_flush_larger_than_chdb_block_size_lands_as_one_part(&engine);
     an_insert_leaves_the_flush_worker_below_the_request_path(&engine);

@@ -35,7 +35,8 @@ async fn commit(wal: &Wal, batch: &sluice_core::MeasurementBatch) {
 #[tokio::test]
 async fn recovery_inserts_exactly_the_entries_the_table_lacks() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Arc::new(Engine::open(&dir.path().join("chdb"), 1, 1).unwrap());
+    let engine =
+        Arc::new(Engine::open(&dir.path().join("chdb"), 1, 1, &Default::default()).unwrap());
     let wal = common::open_wal(&dir.path().join("wal"));
     let parsed = lp::parse(
         b"t,h=a v=1 1\nt,h=b v=2 2\nt,h=a v=3 3\n",

@@ -22,7 +22,8 @@ fn query(engine: &Engine, sql: &str) -> String {
 #[tokio::test]
 async fn tables_of_an_earlier_version_get_the_sequence_column() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Arc::new(Engine::open(&dir.path().join("chdb"), 1, 1).unwrap());
+    let engine =
+        Arc::new(Engine::open(&dir.path().join("chdb"), 1, 1, &Default::default()).unwrap());
     // The table as the first version created it, with one row.
     engine
         .execute(

@@ -131,6 +131,27 @@ impl Server {
         lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// The server's resident memory (VmRSS), in bytes.
+    pub fn rss(&self) -> u64 {
+        let pid = self.pid().expect("server running");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    }
+
+    /// Whether the process is still alive and answers `/health`.
+    pub fn is_up(&self) -> bool {
+        self.request("GET", "/health", &[], b"").status == 200
+    }
+
     /// SIGKILL: no flush, no clean close.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

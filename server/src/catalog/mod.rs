@@ -18,12 +18,16 @@ use crate::engine::{Engine, EngineError};
 use crate::series_cache::SeriesKeyCache;
 use crate::wal::Wal;
 
+mod ddl;
+
+pub use ddl::{
+    add_seq_column_sql, chdb_type, create_table_sql, modify_merge_settings_sql, modify_ttl_sql,
+    tables_without_merge_policy, ttl_sql, MERGE_SELECTOR_BASE, MERGE_SETTINGS, SEQ_COLUMN,
+};
+use ddl::{field_type_of, series_table_sql, table_ttls};
+
 /// The dimension table holding one row per series.
 pub const SERIES_TABLE: &str = "sluice_series";
-
-/// Deduplication window kept by every table, in inserts: far more than the flushes that can
-/// be in doubt after a crash (one per table).
-const DEDUP_WINDOW: u32 = 1000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
@@ -37,6 +41,20 @@ pub enum CatalogError {
     Engine(#[from] EngineError),
     #[error("cannot store the database list: {0}")]
     Meta(String),
+    #[error("max-databases limit exceeded: the server holds {limit} databases; {name:?} would be one more")]
+    TooManyDatabases { name: String, limit: u32 },
+    #[error("max-measurements limit exceeded: database {db:?}, retention policy {rp:?} has {limit} measurements")]
+    TooManyMeasurements { db: String, rp: String, limit: u32 },
+}
+
+/// What a write's fields met in their table.
+#[derive(Debug, Default)]
+pub struct TableCheck {
+    /// Fields whose type another write fixed differently, with that type (the caller drops
+    /// the rows that set them).
+    pub conflicts: Vec<(String, FieldType)>,
+    /// New fields the table has no room for under `max_fields_per_measurement`.
+    pub over_field_limit: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -56,19 +74,54 @@ pub struct Target {
     pub db: String,
     pub rp: String,
     pub ttl: Option<Duration>,
+    /// Scope of the database's series keys in the key cache ([`KeyHash::scoped`]).
+    pub key_scope: KeyHash,
 }
 
 pub struct Catalog {
     engine: Arc<Engine>,
     auto_create: bool,
+    limits: sluice_core::config::LimitsConfig,
     databases: RwLock<BTreeMap<String, Database>>,
     /// table -> field -> type
     tables: RwLock<HashMap<String, HashMap<String, FieldType>>>,
     /// Serialises DDL so that two requests adding the same field agree on its type.
     ddl: Mutex<()>,
-    series: Mutex<HashSet<u64>>,
-    /// Raw keys of recorded series, so the parser can skip them (see `series_cache`).
+    /// The series recorded per database: a series written to two databases has a row in the
+    /// series table for each.
+    series: Mutex<SeriesIndex>,
+    /// Raw keys of recorded series, so the parser can skip them (see `series_cache`), each
+    /// scoped by its database.
     series_keys: SeriesKeyCache,
+}
+
+/// Series ids recorded per database, and how many in all (what the cardinality limit counts).
+#[derive(Default)]
+struct SeriesIndex {
+    by_db: HashMap<String, HashSet<u64>>,
+    total: usize,
+}
+
+impl SeriesIndex {
+    fn contains(&self, db: &str, id: u64) -> bool {
+        self.by_db.get(db).is_some_and(|s| s.contains(&id))
+    }
+
+    fn insert(&mut self, db: &str, id: u64) -> bool {
+        let set = match self.by_db.get_mut(db) {
+            Some(s) => s,
+            None => self.by_db.entry(db.to_string()).or_default(),
+        };
+        let new = set.insert(id);
+        self.total += usize::from(new);
+        new
+    }
+
+    fn remove(&mut self, db: &str, id: u64) {
+        if self.by_db.get_mut(db).is_some_and(|s| s.remove(&id)) {
+            self.total -= 1;
+        }
+    }
 }
 
 /// Memory for remembered series keys: about 50 bytes per key, so about 1.3 million series.
@@ -79,184 +132,6 @@ pub struct SchemaChange {
     pub table: String,
     pub add: Vec<(String, FieldType)>,
     pub create: bool,
-}
-
-pub fn chdb_type(t: FieldType) -> &'static str {
-    match t {
-        FieldType::Float => "Float64",
-        FieldType::Integer => "Int64",
-        FieldType::UInteger => "UInt64",
-        FieldType::String => "String",
-        FieldType::Boolean => "Bool",
-    }
-}
-
-fn field_type_of(chdb: &str) -> Option<FieldType> {
-    let inner = chdb
-        .strip_prefix("Nullable(")
-        .and_then(|s| s.strip_suffix(')'))
-        .unwrap_or(chdb);
-    Some(match inner {
-        "Float64" => FieldType::Float,
-        "Int64" => FieldType::Integer,
-        "UInt64" => FieldType::UInteger,
-        "String" => FieldType::String,
-        "Bool" => FieldType::Boolean,
-        _ => return None,
-    })
-}
-
-/// The WAL sequence number of the entry each row came from. Recovery asks which entries of an
-/// interrupted flush are already in the table instead of trusting chDB's deduplication log,
-/// whose record of an insert can reach the disk before the insert's part does (a crash between
-/// the two would make the replay look like a duplicate and drop it). `MATERIALIZED` keeps it
-/// out of `SELECT *`; the flush sets it explicitly (`insert_allow_materialized_columns`).
-pub const SEQ_COLUMN: &str = "_sluice_seq";
-
-/// The column's definition.
-fn seq_column_sql() -> String {
-    format!("{} UInt64 MATERIALIZED 0", quote_ident(SEQ_COLUMN))
-}
-
-/// Its skip index (recovery reads a narrow range of it), without the `INDEX` keyword.
-fn seq_index_sql() -> String {
-    format!(
-        "{} {} TYPE minmax GRANULARITY 1",
-        quote_ident(&format!("{SEQ_COLUMN}_idx")),
-        quote_ident(SEQ_COLUMN)
-    )
-}
-
-/// Adds the sequence column to a table made by an earlier version (its old rows read as 0,
-/// which no WAL entry has).
-pub fn add_seq_column_sql(table: &str) -> Vec<String> {
-    let table = quote_ident(table);
-    vec![
-        format!(
-            "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {}",
-            seq_column_sql()
-        ),
-        format!(
-            "ALTER TABLE {table} ADD INDEX IF NOT EXISTS {}",
-            seq_index_sql()
-        ),
-    ]
-}
-
-/// How many parts of similar size chDB lets accumulate before merging them into one (its
-/// default is 5). Every merge rewrites its rows, so a row is rewritten about
-/// log_base(table size / part size) times: at the write path's rate that was the largest single
-/// cost (about 450 ns per point with base 5, about 200 with 20, in a 30 s run at 1 M points/s).
-/// The price is more live parts for a query to open (some tens, far from chDB's limits).
-pub const MERGE_SELECTOR_BASE: u32 = 20;
-
-/// The merge policy of every sluice table, as MergeTree settings.
-///
-/// `vertical_merge_algorithm_min_columns_to_activate = 1`: chDB merges a part of 131,072 rows
-/// or more vertically only when the table has 11 columns or more (its default), and a
-/// measurement table has fewer (time, series, a few fields, the sequence). A horizontal merge
-/// carries every column through the sorted merge of the key; a vertical one merges the key
-/// columns once and then copies each other column by the resulting row order. Rewriting a row
-/// cost 145-150 ns of merge CPU horizontally and 81-84 vertically (1 M-row parts, 5 float
-/// fields, 2.5 M points/s).
-pub const MERGE_SETTINGS: [(&str, u32); 2] = [
-    ("merge_selector_base", MERGE_SELECTOR_BASE),
-    ("vertical_merge_algorithm_min_columns_to_activate", 1),
-];
-
-/// MergeTree settings every sluice table carries: a deduplication window, so a replayed flush
-/// with the same token is dropped; fsync of each new part, so what the WAL lets go of is on
-/// disk; and the merge policy ([`MERGE_SETTINGS`]).
-fn table_settings() -> String {
-    format!(
-        "SETTINGS non_replicated_deduplication_window = {DEDUP_WINDOW}, fsync_after_insert = 1, fsync_part_directory = 1, {}",
-        merge_settings()
-    )
-}
-
-fn merge_settings() -> String {
-    each_merge_setting(|name, value| format!("{name} = {value}"), ", ")
-}
-
-/// A condition on `system.tables` true for tables that already carry every merge setting.
-fn has_merge_settings_sql() -> String {
-    each_merge_setting(
-        // Whole words: `= 1` must not pass for `= 11`.
-        |name, value| format!("match(create_table_query, '\\\\b{name} = {value}\\\\b')"),
-        " AND ",
-    )
-}
-
-fn each_merge_setting(item: impl Fn(&str, u32) -> String, separator: &str) -> String {
-    MERGE_SETTINGS
-        .iter()
-        .map(|&(name, value)| item(name, value))
-        .collect::<Vec<_>>()
-        .join(separator)
-}
-
-/// Tables (measurement and series) that lack part of today's merge policy: made by an earlier
-/// version, until [`Catalog::load`] adopts it for them.
-pub fn tables_without_merge_policy(engine: &Engine) -> Result<Vec<String>, EngineError> {
-    let stale = engine.query(
-        &format!(
-            "SELECT name FROM system.tables WHERE database = currentDatabase() AND engine LIKE '%MergeTree' AND NOT ({})",
-            has_merge_settings_sql()
-        ),
-        OutputFormat::TabSeparated,
-    )?;
-    Ok(String::from_utf8_lossy(&stale)
-        .lines()
-        .map(unescape_tsv)
-        .collect())
-}
-
-/// Gives a table made by an earlier version today's merge policy (a metadata change only).
-pub fn modify_merge_settings_sql(table: &str) -> String {
-    format!(
-        "ALTER TABLE {} MODIFY SETTING {}",
-        quote_ident(table),
-        merge_settings()
-    )
-}
-
-/// `CREATE TABLE` for a measurement table.
-pub fn create_table_sql(
-    table: &str,
-    ttl: Option<Duration>,
-    fields: &[(String, FieldType)],
-) -> String {
-    let mut cols = vec![
-        "`time` DateTime64(9, 'UTC')".to_string(),
-        "`series_id` UInt64".to_string(),
-    ];
-    for (name, t) in fields {
-        cols.push(format!("{} Nullable({})", quote_ident(name), chdb_type(*t)));
-    }
-    cols.push(seq_column_sql());
-    cols.push(format!("INDEX {}", seq_index_sql()));
-    let ttl = match ttl {
-        Some(d) => format!(
-            " TTL toDateTime(`time`) + toIntervalSecond({})",
-            d.as_secs().max(1)
-        ),
-        None => String::new(),
-    };
-    format!(
-        "CREATE TABLE IF NOT EXISTS {} ({}) ENGINE = MergeTree ORDER BY (`series_id`, `time`){} {}",
-        quote_ident(table),
-        cols.join(", "),
-        ttl,
-        table_settings()
-    )
-}
-
-fn series_table_sql() -> String {
-    format!(
-        "CREATE TABLE IF NOT EXISTS {} (`db` String, `measurement` String, `series_id` UInt64, `tags` Map(String, String), `first_seen` DateTime64(9, 'UTC')) ENGINE = ReplacingMergeTree ORDER BY (`db`, `measurement`, `series_id`) {}",
-        quote_ident(SERIES_TABLE),
-        table_settings()
-    )
 }
 
 const DATABASES_META: &str = "databases";
@@ -328,81 +203,89 @@ impl Catalog {
             tracing::info!(table, "adopting the current merge policy");
             engine.execute(&modify_merge_settings_sql(&table))?;
         }
+        sync_ttls(&engine, &databases)?;
         Ok(Self {
             engine,
             auto_create: cfg.auto_create_databases,
+            limits: cfg.limits.clone(),
             databases: RwLock::new(databases),
             tables: RwLock::new(tables),
             ddl: Mutex::new(()),
-            series: Mutex::new(HashSet::new()),
+            series: Mutex::new(SeriesIndex::default()),
             series_keys: SeriesKeyCache::new(SERIES_KEY_CACHE_BYTES),
         })
     }
 
-    /// Reads the known series from the dimension table (after replay has flushed it).
+    /// Reads the known series of every database from the dimension table (after replay has
+    /// flushed it).
     pub fn load_series(&self) -> Result<usize, CatalogError> {
         let out = self.engine.query(
             &format!(
-                "SELECT DISTINCT series_id FROM {}",
+                "SELECT DISTINCT db, series_id FROM {}",
                 quote_ident(SERIES_TABLE)
             ),
             OutputFormat::TabSeparated,
         )?;
-        let mut set = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        let mut index = self.series.lock().unwrap_or_else(|p| p.into_inner());
         for line in String::from_utf8_lossy(&out).lines() {
-            if let Ok(id) = line.trim().parse::<u64>() {
-                set.insert(id);
+            let Some((db, id)) = line.rsplit_once('\t') else {
+                continue;
+            };
+            if let Ok(id) = id.trim().parse::<u64>() {
+                index.insert(&unescape_tsv(db), id);
             }
         }
-        Ok(set.len())
+        Ok(index.total)
     }
 
+    /// Series recorded, counted once per database they were written to.
     pub fn series_count(&self) -> usize {
-        self.series.lock().map(|s| s.len()).unwrap_or(0)
+        self.series.lock().map(|s| s.total).unwrap_or(0)
     }
 
-    /// Claims the series in `ids` that are new, as long as the total stays within `limit`.
-    /// Returns the ids claimed now, and those refused by the limit.
-    pub fn claim_series(&self, ids: &[u64], limit: u64) -> (Vec<u64>, HashSet<u64>) {
-        let mut set = self.series.lock().unwrap_or_else(|p| p.into_inner());
+    /// Claims the series in `ids` that are new to `db`, as long as the total stays within
+    /// `limit`. Returns the ids claimed now, and those refused by the limit.
+    pub fn claim_series(&self, db: &str, ids: &[u64], limit: u64) -> (Vec<u64>, HashSet<u64>) {
+        let mut index = self.series.lock().unwrap_or_else(|p| p.into_inner());
         let mut claimed = Vec::new();
         let mut refused = HashSet::new();
         for &id in ids {
-            if set.contains(&id) {
+            if index.contains(db, id) {
                 continue;
             }
-            if set.len() as u64 >= limit {
+            if index.total as u64 >= limit {
                 refused.insert(id);
                 continue;
             }
-            set.insert(id);
+            index.insert(db, id);
             claimed.push(id);
         }
         (claimed, refused)
     }
 
-    /// Remembers the raw keys of the series among `keys` that are recorded (or claimed by a
-    /// write that is now durable); keys of series refused by the cardinality limit or given
-    /// back are skipped, so the parser never trusts a key whose series is not recorded.
-    pub fn remember_series_keys(&self, keys: &[(KeyHash, u64)]) {
+    /// Remembers the raw keys (of `target`'s database) of the series among `keys` that are
+    /// recorded (or claimed by a write that is now durable); keys of series refused by the
+    /// cardinality limit or given back are skipped, so the parser never trusts a key whose
+    /// series is not recorded.
+    pub fn remember_series_keys(&self, target: &Target, keys: &[(KeyHash, u64)]) {
         if keys.is_empty() {
             return;
         }
         let recorded: Vec<(KeyHash, u64)> = {
-            let set = self.series.lock().unwrap_or_else(|p| p.into_inner());
+            let index = self.series.lock().unwrap_or_else(|p| p.into_inner());
             keys.iter()
-                .filter(|(_, id)| set.contains(id))
-                .copied()
+                .filter(|(_, id)| index.contains(&target.db, *id))
+                .map(|(h, id)| (h.scoped(target.key_scope), *id))
                 .collect()
         };
         self.series_keys.remember(recorded);
     }
 
-    /// Gives back series claimed by a write that did not become durable.
-    pub fn release_series(&self, ids: &[u64]) {
-        let mut set = self.series.lock().unwrap_or_else(|p| p.into_inner());
+    /// Gives back series of `db` claimed by a write that did not become durable.
+    pub fn release_series(&self, db: &str, ids: &[u64]) {
+        let mut index = self.series.lock().unwrap_or_else(|p| p.into_inner());
         for id in ids {
-            set.remove(id);
+            index.remove(db, *id);
         }
     }
 
@@ -435,6 +318,12 @@ impl Catalog {
         let mut dbs = self.databases.write().unwrap_or_else(|p| p.into_inner());
         if dbs.contains_key(db) {
             return Ok(false);
+        }
+        if dbs.len() >= self.limits.max_databases as usize {
+            return Err(CatalogError::TooManyDatabases {
+                name: db.to_string(),
+                limit: self.limits.max_databases,
+            });
         }
         dbs.insert(
             db.to_string(),
@@ -489,6 +378,7 @@ impl Catalog {
             db: db.to_string(),
             rp: policy.name.clone(),
             ttl: policy.duration.0,
+            key_scope: KeyHash::of(db.as_bytes()),
         })
     }
 
@@ -508,24 +398,27 @@ impl Catalog {
             .and_then(|t| t.get(table).and_then(|f| f.get(field).copied()))
     }
 
-    /// Creates the table or adds columns as needed for `fields`. Returns, for each field whose
-    /// type another write fixed differently in the meantime, that type (the caller drops those
-    /// rows).
+    /// Creates the table of `target`'s `measurement` or adds columns as needed for `fields`,
+    /// within the schema limits. A new table over `max_measurements_per_database` is an error
+    /// (the caller drops its lines); fields over `max_fields_per_measurement` and fields whose
+    /// type another write fixed differently in the meantime are reported for their rows.
     pub fn ensure_table(
         &self,
+        target: &Target,
         table: &str,
-        ttl: Option<Duration>,
         fields: &[(String, FieldType)],
-    ) -> Result<Vec<(String, FieldType)>, CatalogError> {
+    ) -> Result<TableCheck, CatalogError> {
+        let ttl = target.ttl;
         // Fast path: everything known and matching.
         {
             let tables = self.tables.read().unwrap_or_else(|p| p.into_inner());
             if let Some(known) = tables.get(table) {
                 if fields.iter().all(|(n, t)| known.get(n) == Some(t)) {
-                    return Ok(Vec::new());
+                    return Ok(TableCheck::default());
                 }
             }
         }
+        let max_fields = self.limits.max_fields_per_measurement as usize;
         let _ddl = self.ddl.lock().unwrap_or_else(|p| p.into_inner());
         let existing = self
             .tables
@@ -533,9 +426,12 @@ impl Catalog {
             .unwrap_or_else(|p| p.into_inner())
             .get(table)
             .cloned();
-        let mut conflicts = Vec::new();
+        let mut check = TableCheck::default();
         match existing {
             None => {
+                self.check_measurement_room(target)?;
+                let (fields, over) = fields.split_at(fields.len().min(max_fields));
+                check.over_field_limit = over.iter().map(|(n, _)| n.clone()).collect();
                 self.engine.execute(&create_table_sql(table, ttl, fields))?;
                 let mut tables = self.tables.write().unwrap_or_else(|p| p.into_inner());
                 tables.insert(table.to_string(), fields.iter().cloned().collect());
@@ -545,7 +441,10 @@ impl Catalog {
                 for (n, t) in fields {
                     match known.get(n) {
                         Some(k) if k == t => {}
-                        Some(k) => conflicts.push((n.clone(), *k)),
+                        Some(k) => check.conflicts.push((n.clone(), *k)),
+                        None if known.len() + add.len() >= max_fields => {
+                            check.over_field_limit.push(n.clone())
+                        }
                         None => add.push((n.clone(), *t)),
                     }
                 }
@@ -573,7 +472,29 @@ impl Catalog {
                 }
             }
         }
-        Ok(conflicts)
+        Ok(check)
+    }
+
+    /// Refuses a new table when `target`'s policy already has the most measurements allowed
+    /// (counted by table-name prefix; called under the DDL lock).
+    fn check_measurement_room(&self, target: &Target) -> Result<(), CatalogError> {
+        let prefix = table_name(&target.db, &target.rp, "");
+        let limit = self.limits.max_measurements_per_database;
+        let count = self
+            .tables
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .filter(|t| t.starts_with(&prefix))
+            .count();
+        if count >= limit as usize {
+            return Err(CatalogError::TooManyMeasurements {
+                db: target.db.clone(),
+                rp: target.rp.clone(),
+                limit,
+            });
+        }
+        Ok(())
     }
 
     /// Tables with their active part counts, for metrics.
@@ -592,8 +513,29 @@ impl Catalog {
     }
 }
 
+/// Gives every existing table of a declared retention policy that policy's duration as its TTL:
+/// a table's TTL is set when it is created, so without this a policy shortened from `30d` to
+/// `7d` would keep 30 days in every table that already existed. Changing the TTL makes the
+/// engine drop the rows it now expires in the background.
+fn sync_ttls(engine: &Engine, databases: &BTreeMap<String, Database>) -> Result<(), CatalogError> {
+    let current = table_ttls(engine)?;
+    for (db, d) in databases {
+        for policy in &d.policies {
+            let prefix = table_name(db, &policy.name, "");
+            let want = ttl_sql(policy.duration.0);
+            for (table, ttl) in current.iter().filter(|(t, _)| t.starts_with(&prefix)) {
+                if *ttl != want {
+                    tracing::info!(table, from = %ttl, to = %want, "retention policy changed: updating the table's TTL");
+                    engine.execute(&modify_ttl_sql(table, policy.duration.0))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Undoes TabSeparated escaping of one value.
-fn unescape_tsv(s: &str) -> String {
+pub(crate) fn unescape_tsv(s: &str) -> String {
     if !s.contains('\\') {
         return s.to_string();
     }
@@ -630,54 +572,13 @@ impl SchemaLookup for TargetLookup<'_> {
     }
 
     fn known_series(&self, _raw_key: &[u8], hash: KeyHash) -> Option<u64> {
-        self.catalog.series_keys.get(hash)
+        self.catalog
+            .series_keys
+            .get(hash.scoped(self.target.key_scope))
     }
 }
 
 /// `quote_str` re-exported for SQL built elsewhere in the server.
 pub fn sql_string(s: &str) -> String {
     quote_str(s)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn create_table_quotes_everything_and_sets_ttl() {
-        let sql = create_table_sql(
-            "db_rp_cpu`x",
-            Some(Duration::from_secs(86400)),
-            &[
-                ("us`er".into(), FieldType::Float),
-                ("n".into(), FieldType::Integer),
-            ],
-        );
-        assert!(sql.contains("`db_rp_cpu\\`x`"), "{sql}");
-        assert!(sql.contains("`us\\`er` Nullable(Float64)"), "{sql}");
-        assert!(sql.contains("`n` Nullable(Int64)"), "{sql}");
-        assert!(
-            sql.contains("TTL toDateTime(`time`) + toIntervalSecond(86400)"),
-            "{sql}"
-        );
-        assert!(sql.contains("ORDER BY (`series_id`, `time`)"), "{sql}");
-        assert!(!create_table_sql("t", None, &[]).contains("TTL"));
-    }
-
-    #[test]
-    fn chdb_types_map_back() {
-        for t in [
-            FieldType::Float,
-            FieldType::Integer,
-            FieldType::UInteger,
-            FieldType::String,
-            FieldType::Boolean,
-        ] {
-            assert_eq!(
-                field_type_of(&format!("Nullable({})", chdb_type(t))),
-                Some(t)
-            );
-        }
-        assert_eq!(unescape_tsv("a\\tb\\\\c"), "a\tb\\c");
-    }
 }

@@ -24,21 +24,25 @@
 //! the insert's part is committed, and that record can reach the disk first, so a crash in
 //! between would make a replay under the same token look like a duplicate and drop it.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Condvar, Mutex};
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use chdb_rust::format::OutputFormat;
 use sluice_core::names::quote_ident;
-use sluice_core::{ColumnValues, MeasurementBatch};
+use sluice_core::MeasurementBatch;
 
 use crate::arrow_batch;
 use crate::catalog::{SEQ_COLUMN, SERIES_TABLE};
 use crate::engine::Engine;
 use crate::metrics::Metrics;
 use crate::payload::{self, Payload};
-use crate::wal::{CommittedEntry, StoredEntry, Wal};
+use crate::wal::{StoredEntry, Wal};
+
+mod scheduler;
+
+pub use scheduler::{Backlog, FailingTable, Scheduler, RETAINED_BYTES};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FlushError {
@@ -67,278 +71,6 @@ pub enum FlushError {
         table: String,
         source: crate::engine::EngineError,
     },
-}
-
-struct Pending {
-    seq: u64,
-    rows: u64,
-    bytes: u64,
-    at: Instant,
-    /// The entry's rows, if kept in memory; `retained` is their size in the budget.
-    batch: Option<Arc<MeasurementBatch>>,
-    retained: u64,
-}
-
-/// Memory for batches kept between commit and flush: a few flush intervals at 1 M points/s.
-/// Entries beyond it are read back from the WAL instead.
-pub const RETAINED_BYTES: u64 = 256 << 20;
-
-/// Approximate heap size of a batch, for the budget.
-fn batch_bytes(b: &MeasurementBatch) -> u64 {
-    let rows = b.len() as u64;
-    let columns: u64 = b
-        .fields
-        .iter()
-        .map(|c| {
-            let values = match &c.values {
-                ColumnValues::Float(v) => v.len() * 8,
-                ColumnValues::Integer(v) => v.len() * 8,
-                ColumnValues::UInteger(v) => v.len() * 8,
-                ColumnValues::Boolean(v) => v.len(),
-                ColumnValues::String(s) => s.offsets.len() * 4 + s.data.len(),
-            };
-            (values + c.valid.len()) as u64
-        })
-        .sum();
-    rows * 16 + columns
-}
-
-#[derive(Default)]
-struct TableQueue {
-    entries: VecDeque<Pending>,
-    rows: u64,
-    busy: bool,
-    /// Not before this instant (backoff after a failure).
-    retry_at: Option<Instant>,
-}
-
-#[derive(Default)]
-struct State {
-    tables: HashMap<String, TableQueue>,
-    /// Flush everything regardless of thresholds (start-up replay, shutdown).
-    draining: bool,
-    stopping: bool,
-    total_rows: u64,
-    total_bytes: u64,
-    retained_bytes: u64,
-}
-
-/// Shared between the WAL committer (which adds), the workers (which take) and the HTTP layer
-/// (which reads the backlog for backpressure and metrics).
-pub struct Scheduler {
-    state: Mutex<State>,
-    wake: Condvar,
-    max_rows: u64,
-    interval: Duration,
-    retain_budget: u64,
-}
-
-/// Backlog numbers for metrics and backpressure.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Backlog {
-    pub rows: u64,
-    pub bytes: u64,
-    pub oldest_age: Duration,
-}
-
-impl Scheduler {
-    /// `retain_budget` bounds the memory of batches kept for the flush ([`RETAINED_BYTES`]).
-    pub fn new(max_rows: u64, interval: Duration, retain_budget: u64) -> Arc<Self> {
-        Arc::new(Self {
-            state: Mutex::new(State::default()),
-            wake: Condvar::new(),
-            max_rows: max_rows.max(1),
-            interval,
-            retain_budget,
-        })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Records entries the committer made durable (in sequence order).
-    pub fn committed(&self, entries: &[CommittedEntry]) {
-        let now = Instant::now();
-        let mut st = self.lock();
-        let mut due = false;
-        for e in entries {
-            let mut retained = 0;
-            let batch = e.batch.clone().filter(|b| {
-                retained = batch_bytes(b);
-                st.retained_bytes + retained <= self.retain_budget
-            });
-            if batch.is_none() {
-                retained = 0;
-            }
-            st.retained_bytes += retained;
-            let q = st.tables.entry(e.table.clone()).or_default();
-            q.entries.push_back(Pending {
-                seq: e.seq,
-                rows: e.rows as u64,
-                bytes: e.bytes,
-                at: now,
-                batch,
-                retained,
-            });
-            q.rows += e.rows as u64;
-            due |= q.rows >= self.max_rows;
-            st.total_rows += e.rows as u64;
-            st.total_bytes += e.bytes;
-        }
-        drop(st);
-        if due {
-            self.wake.notify_all();
-        }
-    }
-
-    pub fn backlog(&self) -> Backlog {
-        let st = self.lock();
-        let oldest = st
-            .tables
-            .values()
-            .filter_map(|q| q.entries.front().map(|p| p.at))
-            .min();
-        Backlog {
-            rows: st.total_rows,
-            bytes: st.total_bytes,
-            oldest_age: oldest.map(|t| t.elapsed()).unwrap_or_default(),
-        }
-    }
-
-    /// Makes every table due until [`Scheduler::stop_draining`].
-    pub fn drain(&self) {
-        self.lock().draining = true;
-        self.wake.notify_all();
-    }
-
-    pub fn stop_draining(&self) {
-        self.lock().draining = false;
-    }
-
-    /// Asks the workers to exit once nothing is in flight.
-    pub fn stop(&self) {
-        self.lock().stopping = true;
-        self.wake.notify_all();
-    }
-
-    /// Blocks until nothing is pending or `timeout` passes; returns whether it emptied.
-    pub fn wait_empty(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut st = self.lock();
-        while st.total_rows > 0 || st.tables.values().any(|q| q.busy) {
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            let (g, _) = self
-                .wake
-                .wait_timeout(st, (deadline - now).min(Duration::from_millis(100)))
-                .unwrap_or_else(|p| p.into_inner());
-            st = g;
-        }
-        true
-    }
-
-    /// The next due table, marked busy, with the last sequence the scheduler knows for it (a
-    /// worker must not flush past it: the committer may not have reported later entries yet).
-    fn take(&self) -> Option<(String, u64)> {
-        let mut st = self.lock();
-        loop {
-            if st.stopping {
-                return None;
-            }
-            let now = Instant::now();
-            let mut next_check = self.interval;
-            let mut pick: Option<(String, Instant, u64)> = None;
-            for (name, q) in st.tables.iter() {
-                let Some(front) = q.entries.front() else {
-                    continue;
-                };
-                if q.busy {
-                    continue;
-                }
-                if let Some(r) = q.retry_at {
-                    if r > now {
-                        next_check = next_check.min(r - now);
-                        continue;
-                    }
-                }
-                let age = now.duration_since(front.at);
-                let due = st.draining || q.rows >= self.max_rows || age >= self.interval;
-                if due {
-                    // Oldest first, so no table starves.
-                    if pick.as_ref().is_none_or(|(_, at, _)| front.at < *at) {
-                        let last = q.entries.back().map_or(front.seq, |p| p.seq);
-                        pick = Some((name.clone(), front.at, last));
-                    }
-                } else {
-                    next_check = next_check.min(self.interval - age);
-                }
-            }
-            if let Some((name, _, last)) = pick {
-                if let Some(q) = st.tables.get_mut(&name) {
-                    q.busy = true;
-                }
-                return Some((name, last));
-            }
-            let (g, _) = self
-                .wake
-                .wait_timeout(st, next_check.max(Duration::from_millis(1)))
-                .unwrap_or_else(|p| p.into_inner());
-            st = g;
-        }
-    }
-
-    /// The batches of what [`Flusher::flush_table`] would read from the WAL for `table` (the
-    /// oldest entries through `through`, at least one and then within `max_rows`), if every
-    /// one of them was kept in memory.
-    fn retained(
-        &self,
-        table: &str,
-        through: u64,
-        max_rows: u64,
-    ) -> Option<Vec<(u64, Arc<MeasurementBatch>)>> {
-        let st = self.lock();
-        let q = st.tables.get(table)?;
-        let mut out = Vec::new();
-        let mut rows = 0;
-        for p in q.entries.iter().take_while(|p| p.seq <= through) {
-            if !out.is_empty() && rows + p.rows > max_rows {
-                break;
-            }
-            rows += p.rows;
-            out.push((p.seq, p.batch.clone()?));
-        }
-        (!out.is_empty()).then_some(out)
-    }
-
-    /// The worker is done with `table`: entries through `last` are flushed (if `Some`).
-    fn release(&self, table: &str, flushed_through: Option<u64>, failed: bool) {
-        let mut st = self.lock();
-        let mut freed_rows = 0;
-        let mut freed_bytes = 0;
-        let mut freed_retained = 0;
-        if let Some(q) = st.tables.get_mut(table) {
-            q.busy = false;
-            q.retry_at = failed.then(|| Instant::now() + Duration::from_secs(1));
-            if let Some(last) = flushed_through {
-                while q.entries.front().is_some_and(|p| p.seq <= last) {
-                    if let Some(p) = q.entries.pop_front() {
-                        q.rows -= p.rows;
-                        freed_rows += p.rows;
-                        freed_bytes += p.bytes;
-                        freed_retained += p.retained;
-                    }
-                }
-            }
-        }
-        st.total_rows -= freed_rows;
-        st.total_bytes -= freed_bytes;
-        st.retained_bytes -= freed_retained;
-        drop(st);
-        self.wake.notify_all();
-    }
 }
 
 /// What a flush needs besides the scheduler.
@@ -589,13 +321,14 @@ pub fn start_workers(
                     crate::priority::lower_thread_priority(FLUSH_NICE);
                     while let Some((table, through)) = scheduler.take() {
                         match flusher.flush_table(&table, through, &scheduler) {
-                            Ok(last) => scheduler.release(&table, last, false),
+                            Ok(last) => scheduler.release(&table, last, None),
                             Err(e) => {
                                 tracing::error!(table, error = %e, "flush failed; will retry");
+                                let label = flusher.metrics.table_label(&table);
                                 flusher
                                     .metrics
                                     .flush_failures
-                                    .with_label_values(&[&table])
+                                    .with_label_values(&[&label])
                                     .inc();
                                 if matches!(e, FlushError::Insert { .. }) {
                                     flusher
@@ -604,7 +337,7 @@ pub fn start_workers(
                                         .with_label_values(&["insert"])
                                         .inc();
                                 }
-                                scheduler.release(&table, None, true);
+                                scheduler.release(&table, None, Some(e.to_string()));
                             }
                         }
                     }
@@ -612,69 +345,4 @@ pub fn start_workers(
                 .ok()
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn batch(rows: usize) -> Arc<MeasurementBatch> {
-        let mut b = MeasurementBatch::new("cpu".into());
-        b.time_ns = (0..rows as i64).collect();
-        b.series_id = vec![1; rows];
-        Arc::new(b)
-    }
-
-    fn entry(seq: u64, rows: usize, kept: bool) -> CommittedEntry {
-        CommittedEntry {
-            table: "t".into(),
-            seq,
-            rows: rows as u32,
-            bytes: rows as u64 * 10,
-            batch: kept.then(|| batch(rows)),
-        }
-    }
-
-    fn seqs(kept: Option<Vec<(u64, Arc<MeasurementBatch>)>>) -> Option<Vec<u64>> {
-        kept.map(|k| k.into_iter().map(|(s, _)| s).collect())
-    }
-
-    #[test]
-    fn retained_batches_cover_what_the_wal_read_would() {
-        let s = Scheduler::new(100, Duration::from_secs(1), u64::MAX);
-        s.committed(&[entry(1, 40, true), entry(3, 40, true), entry(7, 40, true)]);
-        // At least one entry, then within max_rows, and never past `through`.
-        assert_eq!(seqs(s.retained("t", 7, 100)), Some(vec![1, 3]));
-        assert_eq!(seqs(s.retained("t", 7, 10)), Some(vec![1]));
-        assert_eq!(seqs(s.retained("t", 1, 100)), Some(vec![1]));
-        assert_eq!(seqs(s.retained("other", 7, 100)), None);
-        s.release("t", Some(3), false);
-        assert_eq!(seqs(s.retained("t", 7, 100)), Some(vec![7]));
-    }
-
-    #[test]
-    fn one_entry_not_kept_sends_the_flush_to_the_wal() {
-        let s = Scheduler::new(1000, Duration::from_secs(1), u64::MAX);
-        s.committed(&[entry(1, 10, true), entry(2, 10, false), entry(3, 10, true)]);
-        assert_eq!(seqs(s.retained("t", 1, 1000)), Some(vec![1]));
-        assert_eq!(seqs(s.retained("t", 3, 1000)), None);
-    }
-
-    #[test]
-    fn the_memory_budget_holds_and_is_given_back() {
-        let one = batch_bytes(&batch(10));
-        let s = Scheduler::new(1000, Duration::from_secs(1), 2 * one);
-        s.committed(&[entry(1, 10, true), entry(2, 10, true), entry(3, 10, true)]);
-        assert_eq!(s.lock().retained_bytes, 2 * one);
-        assert_eq!(seqs(s.retained("t", 2, 1000)), Some(vec![1, 2]));
-        assert_eq!(
-            seqs(s.retained("t", 3, 1000)),
-            None,
-            "the third was over budget"
-        );
-        s.release("t", Some(3), false);
-        assert_eq!(s.lock().retained_bytes, 0);
-        s.committed(&[entry(4, 10, true)]);
-        assert_eq!(seqs(s.retained("t", 4, 1000)), Some(vec![4]));
-    }
 }

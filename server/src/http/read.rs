@@ -1,0 +1,312 @@
+//! Reads: `/query` (InfluxQL) and `/sql` (ClickHouse SQL), each statement within the limits of
+//! `[query]`, its result streamed to the client as the engine produces it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use sluice_core::config::RetentionPolicyConfig;
+
+use super::body::read_body;
+use super::{authorize, error, observe, retry_later};
+use crate::app::App;
+use crate::engine::QueryError;
+use crate::influxql::{self, Statement};
+use crate::sql_guard;
+
+/// Largest query text accepted.
+const MAX_QUERY_BYTES: u64 = 1 << 20;
+
+/// Chunks of a result buffered between the engine and the client: the engine waits when the
+/// client reads slowly, so a large result never sits in memory whole.
+const STREAM_CHUNKS: usize = 4;
+
+/// `q` from the query string or, for POST, from a form body.
+async fn query_param(
+    app: &App,
+    params: &HashMap<String, String>,
+    method: &Method,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Option<String>, Response> {
+    if let Some(q) = params.get("q") {
+        return Ok(Some(q.clone()));
+    }
+    if method != Method::POST {
+        return Ok(None);
+    }
+    let mut memory = app.admission.reserve();
+    let raw = read_body(
+        body,
+        headers,
+        MAX_QUERY_BYTES,
+        app.cfg.limits.body_read_timeout,
+        &mut memory,
+    )
+    .await
+    .map_err(|e| super::body::refusal(e, MAX_QUERY_BYTES, app.cfg.limits.body_read_timeout))?;
+    // curl sends raw SQL as a form by default, so only a body that starts like `q=` is one.
+    let is_form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"))
+        && (raw.starts_with(b"q=") || raw.windows(3).any(|w| w == b"&q="));
+    if is_form {
+        let form: Vec<(String, String)> = serde_urlencoded::from_bytes(&raw)
+            .map_err(|e| error(StatusCode::BAD_REQUEST, format!("invalid form body: {e}")))?;
+        return Ok(form.into_iter().find(|(k, _)| k == "q").map(|(_, v)| v));
+    }
+    Ok(Some(String::from_utf8_lossy(&raw).into_owned()))
+}
+
+pub(super) async fn query(
+    State(app): State<Arc<App>>,
+    method: Method,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let resp = match app.admission.enter() {
+        None => too_many_requests(&app),
+        Some(_place) => match authorize(&app, &params, &headers) {
+            Err(r) => r,
+            Ok(()) => match query_param(&app, &params, &method, &headers, body).await {
+                Err(r) => r,
+                Ok(None) => error(StatusCode::BAD_REQUEST, "missing required parameter \"q\""),
+                Ok(Some(q)) => influx_query(&app, &q),
+            },
+        },
+    };
+    observe(&app, "query", started, &resp);
+    resp
+}
+
+pub(super) fn too_many_requests(app: &App) -> Response {
+    app.metrics
+        .backpressure
+        .with_label_values(&["requests_in_flight"])
+        .inc();
+    retry_later(format!(
+        "too many requests in flight (limits.max_requests_in_flight = {}); retry",
+        app.admission.max_requests()
+    ))
+}
+
+fn influx_query(app: &App, q: &str) -> Response {
+    let statements = match influxql::parse(q) {
+        Ok(s) => s,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let catalog = &app.ingest.catalog;
+    let mut results = Vec::new();
+    for (id, s) in statements.into_iter().enumerate() {
+        let r = match s {
+            Statement::ShowDatabases => influxql::result_databases(id, &catalog.database_names()),
+            Statement::ShowRetentionPolicies { db } => {
+                let db = db.unwrap_or_default();
+                match catalog.policies(&db) {
+                    Some(p) => influxql::result_policies(id, &p),
+                    None => influxql::result_error(id, &format!("database not found: {db}")),
+                }
+            }
+            Statement::CreateDatabase {
+                name,
+                duration,
+                policy,
+            } => {
+                let rp = (duration.is_some() || policy.is_some()).then(|| RetentionPolicyConfig {
+                    name: policy.unwrap_or_else(|| "autogen".into()),
+                    duration: duration.unwrap_or_default(),
+                    default: true,
+                });
+                match catalog.create_database(&name, rp, &app.ingest.wal) {
+                    Ok(_) => influxql::result_ok(id),
+                    Err(e) => influxql::result_error(id, &e.to_string()),
+                }
+            }
+            Statement::Unsupported(stmt) => influxql::result_error(
+                id,
+                &format!("statement not supported by sluice's /query (use /sql): {stmt}"),
+            ),
+        };
+        results.push(r);
+    }
+    (StatusCode::OK, axum::Json(json!({ "results": results }))).into_response()
+}
+
+pub(super) async fn sql(
+    State(app): State<Arc<App>>,
+    method: Method,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let resp = match app.admission.enter() {
+        None => too_many_requests(&app),
+        Some(_place) => match authorize(&app, &params, &headers) {
+            Err(r) => r,
+            Ok(()) => match query_param(&app, &params, &method, &headers, body).await {
+                Err(r) => r,
+                Ok(None) => error(
+                    StatusCode::BAD_REQUEST,
+                    "missing query: send SQL as the body or as q=",
+                ),
+                Ok(Some(q)) => run_sql(&app, q).await,
+            },
+        },
+    };
+    observe(&app, "sql", started, &resp);
+    resp
+}
+
+/// Checks `q` twice (tokens, then the engine's own parse of it), then runs it and streams its
+/// result. The status is decided by the first chunk: an error before any output is a proper
+/// error answer; one after (a limit hit midway) ends the stream early, which the client sees
+/// as a broken chunked response.
+async fn run_sql(app: &Arc<App>, q: String) -> Response {
+    if let Err(refusal) = app.guard.check(&q) {
+        return error(StatusCode::FORBIDDEN, format!("query refused: {refusal}"));
+    }
+    let wait = app.cfg.query.queue_timeout;
+    let (app2, q2) = (app.clone(), q.clone());
+    let tree = tokio::task::spawn_blocking(move || app2.engine.explain_ast(&q2, wait)).await;
+    let tree = match tree {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return query_error(app, e),
+        Err(e) => return task_failed(e),
+    };
+    if let Err(refusal) = app.guard.check_ast(&tree) {
+        return error(StatusCode::FORBIDDEN, format!("query refused: {refusal}"));
+    }
+    let ct = sql_guard::requested_format(&q)
+        .map(|f| sql_guard::content_type(&f))
+        .unwrap_or("application/json");
+    let streamed = tree.starts_with("Select");
+    match stream(app, q, streamed).await {
+        Ok(body) => {
+            let mut resp = (StatusCode::OK, [(header::CONTENT_TYPE, ct)], body).into_response();
+            // This pod's tables only; fan-out across a tenant's pods is a separate form.
+            resp.headers_mut()
+                .insert("X-Sluice-Scope", HeaderValue::from_static("local"));
+            resp
+        }
+        Err(r) => r,
+    }
+}
+
+/// Starts `q` on a blocking thread and answers with its output as a streamed body, once the
+/// first chunk (or the error) is there.
+async fn stream(app: &Arc<App>, q: String, streamed: bool) -> Result<Body, Response> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(STREAM_CHUNKS);
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel::<Result<(), QueryError>>();
+    let (app2, wait) = (app.clone(), app.cfg.query.queue_timeout);
+    tokio::task::spawn_blocking(move || {
+        let mut first = Some(first_tx);
+        let result = {
+            let mut sink = |chunk: Vec<u8>| {
+                if let Some(f) = first.take() {
+                    let _ = f.send(Ok(()));
+                }
+                tx.blocking_send(Ok(Bytes::from(chunk))).is_ok()
+            };
+            app2.engine.stream_query(&q, streamed, wait, &mut sink)
+        };
+        match (result, first.take()) {
+            (Ok(()), Some(f)) => {
+                let _ = f.send(Ok(()));
+            }
+            (Err(e), Some(f)) => {
+                let _ = f.send(Err(e));
+            }
+            (Err(e), None) => {
+                app2.metrics.chdb_errors.with_label_values(&["query"]).inc();
+                tracing::warn!(error = %e, "query failed after its first chunk; ending the stream");
+                let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+            }
+            (Ok(()), None) => {}
+        }
+    });
+    match first_rx.await {
+        Ok(Ok(())) => Ok(Body::new(ChunkBody(rx))),
+        Ok(Err(e)) => Err(query_error(app, e)),
+        Err(_) => Err(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "query task ended without an answer",
+        )),
+    }
+}
+
+/// A body fed by the query thread, chunk by chunk.
+struct ChunkBody(tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>);
+
+impl http_body::Body for ChunkBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|c| c.map(|r| r.map(http_body::Frame::data)))
+    }
+}
+
+fn task_failed(e: tokio::task::JoinError) -> Response {
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("query task failed: {e}"),
+    )
+}
+
+/// The answer for a query the engine refused or stopped, naming the limit it hit.
+fn query_error(app: &App, e: QueryError) -> Response {
+    let msg = match e {
+        QueryError::Busy(n) => {
+            app.metrics
+                .backpressure
+                .with_label_values(&["query_connections"])
+                .inc();
+            return retry_later(format!(
+                "all {n} query connections (pool.connections) are busy for longer than query.queue_timeout ({}); retry",
+                sluice_core::config::format_duration(app.cfg.query.queue_timeout)
+            ));
+        }
+        QueryError::Engine(msg) => msg,
+    };
+    app.metrics.chdb_errors.with_label_values(&["query"]).inc();
+    let q = &app.cfg.query;
+    let limit = if msg.contains("TIMEOUT_EXCEEDED") {
+        Some(format!(
+            "query.timeout ({})",
+            sluice_core::config::format_duration(q.timeout)
+        ))
+    } else if msg.contains("MEMORY_LIMIT_EXCEEDED") {
+        Some(format!("query.max_memory_bytes ({})", q.max_memory_bytes))
+    } else if msg.contains("TOO_MANY_ROWS_OR_BYTES") {
+        Some(format!("query.max_result_bytes ({})", q.max_result_bytes))
+    } else if msg.contains("TOO_MANY_ROWS") {
+        Some(format!("query.max_rows_to_read ({})", q.max_rows_to_read))
+    } else {
+        None
+    };
+    match limit {
+        Some(limit) => error(
+            StatusCode::BAD_REQUEST,
+            format!("query stopped: it exceeded {limit}: {msg}"),
+        ),
+        // Privilege errors from the read-only connection are refusals, not failures.
+        None if msg.contains("readonly") || msg.contains("READONLY") => {
+            error(StatusCode::FORBIDDEN, format!("query refused: {msg}"))
+        }
+        None => error(StatusCode::BAD_REQUEST, msg),
+    }
+}

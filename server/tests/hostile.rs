@@ -1,0 +1,376 @@
+//! Hostile requests against the real server, one class at a time: each is answered with the
+//! error that names its problem, the process stays up with bounded memory growth, and a
+//! canary written before is intact afterwards.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::Server;
+
+const MIB: u64 = 1 << 20;
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(data).expect("gzip");
+    enc.finish().expect("gzip")
+}
+
+/// A server with nothing pre-touched, so that resident memory shows what requests cost.
+fn server(extra: &[(&str, &str)]) -> Server {
+    let mut env = vec![("SLUICE_LIMITS_PRETOUCH_BYTES", "0")];
+    env.extend_from_slice(extra);
+    let mut s = Server::start(&env);
+    s.wait_ready(Duration::from_secs(120));
+    assert_eq!(
+        s.write("db=canary", "canary,host=a v=1 1\ncanary,host=b v=2 2")
+            .status,
+        204
+    );
+    s.wait_sql("SELECT sum(v) FROM canary_autogen_canary", "3");
+    s
+}
+
+/// After a hostile request: still up, memory grew less than `max_growth` over `before`, and
+/// the canary reads back unchanged.
+fn survived(s: &Server, before: u64, max_growth: u64, what: &str) {
+    assert!(s.is_up(), "{what}: the server went down\n{}", s.log_tail());
+    let rss = s.rss();
+    assert!(
+        rss < before + max_growth,
+        "{what}: resident memory grew from {} MiB to {} MiB",
+        before / MIB,
+        rss / MIB
+    );
+    s.wait_sql("SELECT sum(v) FROM canary_autogen_canary", "3");
+}
+
+#[test]
+fn write_bodies_are_bounded_whatever_they_hold() {
+    let s = server(&[]);
+
+    // ~60 MiB of invalid lines, a few hundred KiB gzipped.
+    let before = s.rss();
+    let bad = "x\n".repeat(30 << 20);
+    let body = gzip(bad.as_bytes());
+    assert!(
+        body.len() < 1 << 20,
+        "the bomb is small: {} bytes",
+        body.len()
+    );
+    let r = s.request(
+        "POST",
+        "/write?db=h",
+        &[("Content-Encoding", "gzip")],
+        &body,
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body
+            .contains("unable to parse 'x': missing fields (line 1)"),
+        "{}",
+        r.body
+    );
+    assert!(r.body.contains("more"), "{}", r.body);
+    assert!(
+        r.body.len() < 4096,
+        "the error report is bounded: {} bytes",
+        r.body.len()
+    );
+    survived(&s, before, 512 * MIB, "gzip body of invalid lines");
+
+    // Past the decompressed limit: 413 naming it.
+    let huge = gzip(&vec![b'a'; 80 << 20]);
+    let r = s.request(
+        "POST",
+        "/write?db=h",
+        &[("Content-Encoding", "gzip")],
+        &huge,
+    );
+    assert_eq!(r.status, 413, "{}", r.body);
+    assert!(
+        r.body.contains("decompressed body exceeds the limit"),
+        "{}",
+        r.body
+    );
+
+    // Every line adds a new field: the columns would pad to lines x fields.
+    let before = s.rss();
+    let wide: String = (0..200_000).map(|i| format!("w f{i}=1 {i}\n")).collect();
+    let r = s.write("db=h", &wide);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("max-fields limit exceeded"), "{}", r.body);
+    assert!(r.body.contains("dropped=198976"), "{}", r.body);
+    survived(&s, before, 512 * MIB, "a new field per line");
+    s.wait_sql("SELECT count() FROM h_autogen_w", "1024");
+
+    // One enormous line, and one of deeply repeated escapes.
+    let before = s.rss();
+    let big = format!("big v=\"{}\" 1", "y".repeat(40 << 20));
+    assert_eq!(s.write("db=h", &big).status, 204);
+    let escapes = format!("esc v=\"{}\" 1", "\\\\".repeat(1 << 20));
+    let r = s.write("db=h", &escapes);
+    assert_eq!(r.status, 204, "{}", r.body);
+    let key = format!("k{} v=1 1", "\\,".repeat(40_000));
+    let r = s.write("db=h", &key);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("max key length exceeded"), "{}", r.body);
+    survived(&s, before, 512 * MIB, "enormous lines");
+
+    // Millions of tiny valid lines.
+    let before = s.rss();
+    let tiny: String = (0..3_000_000)
+        .map(|i| format!("t v={} {}\n", i % 10, i))
+        .collect();
+    assert_eq!(s.write("db=h", &tiny).status, 204);
+    survived(&s, before, 768 * MIB, "millions of tiny lines");
+    s.wait_sql("SELECT count() FROM h_autogen_t", "3000000");
+}
+
+#[test]
+fn names_the_tables_cannot_hold_are_refused_and_the_rest_round_trip() {
+    let s = server(&[]);
+    let r = s.write("db=n", "cpu\0x v=1 1\ncpu v=1 1");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("NUL byte"), "{}", r.body);
+    assert!(r.body.contains("dropped=1"), "{}", r.body);
+    let r = s.write("db=n", "cpu f\0=2 2");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("invalid field name"), "{}", r.body);
+    // Every other control character is stored and read back unchanged.
+    let mut lines = String::new();
+    for c in (1u8..0x20)
+        .chain([0x7f])
+        .filter(|c| *c != b'\n' && *c != b'\r')
+    {
+        lines.push_str(&format!("m{}x,h=a f{}y=1 {c}\n", c as char, c as char));
+    }
+    let r = s.write("db=n", &lines);
+    assert_eq!(r.status, 204, "{}", r.body);
+    s.wait_sql(
+        "SELECT count() FROM system.columns WHERE database = currentDatabase() AND table LIKE 'n\\\\_autogen\\\\_m%' AND name LIKE 'f%y'",
+        "30",
+    );
+    s.wait_sql("SELECT sum(`f\\x01y`) FROM `n_autogen_m\\x01x`", "1");
+    // The table with the refused line's neighbours flushes, and nothing is stuck.
+    s.wait_sql("SELECT count() FROM n_autogen_cpu", "1");
+    let ready = s.request("GET", "/ready", &[], b"");
+    assert!(
+        ready.body.contains("\"failing_tables\":[]"),
+        "{}",
+        ready.body
+    );
+}
+
+#[test]
+fn schema_growth_is_bounded() {
+    let s = server(&[
+        ("SLUICE_LIMITS_MAX_MEASUREMENTS_PER_DATABASE", "3"),
+        ("SLUICE_LIMITS_MAX_DATABASES", "3"),
+        ("SLUICE_LIMITS_MAX_TAGS_PER_SERIES", "2"),
+        ("SLUICE_LIMITS_MAX_NEW_SERIES_PER_REQUEST", "100"),
+    ]);
+    let r = s.write("db=g", "a v=1 1\nb v=1 1\nc v=1 1\nd v=1 1");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.contains("max-measurements limit exceeded"),
+        "{}",
+        r.body
+    );
+    assert!(r.body.contains("dropped=1"), "{}", r.body);
+    let r = s.write("db=g", "a,x=1,y=2,z=3 v=1 1\na,x=1 v=2 2");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("max-tags limit exceeded"), "{}", r.body);
+    // canary and g exist; one more database is allowed, the next is not.
+    assert_eq!(s.write("db=g2", "a v=1 1").status, 204);
+    let r = s.write("db=g3", "a v=1 1");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.contains("max-databases limit exceeded"),
+        "{}",
+        r.body
+    );
+    let many: String = (0..500).map(|i| format!("a,host=h{i} v=1 {i}\n")).collect();
+    let r = s.write("db=g", &many);
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(r.body.contains("dropped=400"), "{}", r.body);
+}
+
+#[test]
+fn a_series_written_to_two_databases_has_tags_in_both() {
+    let s = server(&[]);
+    assert_eq!(s.write("db=one", "cpu,host=a v=1 1").status, 204);
+    assert_eq!(s.write("db=two", "cpu,host=a v=2 2").status, 204);
+    // Again, now that the key is cached for the first database.
+    assert_eq!(s.write("db=one", "cpu,host=a v=3 3").status, 204);
+    assert_eq!(s.write("db=three", "cpu,host=a v=4 4").status, 204);
+    s.wait_sql(
+        "SELECT arrayStringConcat(groupArray(db), ',') FROM (SELECT DISTINCT db FROM sluice_series WHERE measurement = 'cpu' AND tags['host'] = 'a' ORDER BY db)",
+        "one,three,two",
+    );
+}
+
+#[test]
+fn queries_are_bounded_and_refused_when_they_reach_outside() {
+    let s = server(&[
+        ("SLUICE_QUERY_TIMEOUT", "2s"),
+        ("SLUICE_QUERY_MAX_MEMORY_BYTES", "64MiB"),
+        ("SLUICE_QUERY_MAX_RESULT_BYTES", "8MiB"),
+    ]);
+    let before = s.rss();
+    let post = |q: &str| s.request("POST", "/sql", &[], q.as_bytes());
+
+    let r = post("SELECT * FROM numbers(10000000000) FORMAT JSONEachRow");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("query.max_rows_to_read"), "{}", r.body);
+
+    let r = post("SELECT count() FROM numbers(100000000000000)");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("query.max_rows_to_read"), "{}", r.body);
+
+    let started = Instant::now();
+    let r = post("SELECT sum(cityHash64(toString(number), number * 3)) FROM numbers(1500000000)");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("query.timeout (2s)"), "{}", r.body);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let r = post("SELECT groupArray(number) FROM numbers(100000000)");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("query.max_memory_bytes"), "{}", r.body);
+
+    // A result larger than the limit is cut: its first chunks were streamed, then it ends.
+    let r = s.request(
+        "GET",
+        "/sql?q=SELECT%20number%20FROM%20numbers(50000000)%20FORMAT%20TSV",
+        &[],
+        b"",
+    );
+    assert!(
+        r.status == 400 && r.body.contains("query.max_result_bytes")
+            || r.status == 200 && (r.body.len() as u64) < 9 * MIB,
+        "{} {} bytes",
+        r.status,
+        r.body.len()
+    );
+
+    for q in [
+        "SELECT * FROM file('/etc/passwd')",
+        "SELECT file('/etc/passwd')",
+        "SELECT * FROM url('http://127.0.0.1:1/x', CSV, 'a String')",
+        "SELECT 1 INTO OUTFILE '/tmp/sluice-hostile'",
+        "INSERT INTO canary_autogen_canary SELECT * FROM canary_autogen_canary",
+        "SELECT 1 SETTINGS readonly = 0",
+    ] {
+        let r = post(q);
+        assert_eq!(r.status, 403, "{q}: {}", &r.body[..r.body.len().min(300)]);
+        assert!(r.body.contains("query refused"), "{q}: {}", r.body);
+    }
+    let r = post("SELECT 1 FROM");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("Syntax error"), "{}", r.body);
+    let r = post("SHOW TABLES");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("X-Sluice-Scope"), Some("local"));
+    survived(&s, before, 512 * MIB, "heavy queries");
+}
+
+#[test]
+fn waiting_queries_and_requests_past_the_limits_get_503() {
+    let s = server(&[
+        ("SLUICE_POOL_CONNECTIONS", "1"),
+        ("SLUICE_QUERY_QUEUE_TIMEOUT", "300ms"),
+        ("SLUICE_LIMITS_MAX_REQUESTS_IN_FLIGHT", "3"),
+        ("SLUICE_LIMITS_BODY_READ_TIMEOUT", "2s"),
+    ]);
+    let url = s.url.clone();
+    let slow = std::thread::spawn(move || {
+        ureq::post(&format!("{url}/sql"))
+            .send_string("SELECT sleepEachRow(0.5) FROM numbers(6) FORMAT TSV")
+            .map(|r| r.status())
+            .unwrap_or_else(|e| match e {
+                ureq::Error::Status(c, _) => c,
+                _ => 0,
+            })
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let r = s.request("POST", "/sql", &[], b"SELECT 1");
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.header("Retry-After"), Some("1"));
+    assert!(r.body.contains("pool.connections"), "{}", r.body);
+    assert_eq!(slow.join().expect("slow query"), 200);
+
+    // Stalled bodies: each holds a place; past the limit, 503; each times out with 408.
+    let addr = s.url.trim_start_matches("http://").to_string();
+    let stall = || {
+        let mut c = TcpStream::connect(&addr).expect("connect");
+        c.write_all(b"POST /write?db=s HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nab")
+            .expect("send");
+        c
+    };
+    let started = Instant::now();
+    let mut stalled: Vec<TcpStream> = (0..3).map(|_| stall()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let r = s.write("db=s", "x v=1 1");
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(
+        r.body.contains("limits.max_requests_in_flight"),
+        "{}",
+        r.body
+    );
+    let mut answer = String::new();
+    stalled[0]
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let _ = stalled[0].read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("limits.body_read_timeout"), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(stalled);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(s.write("db=s", "x v=1 1").status, 204);
+}
+
+#[test]
+fn a_changed_retention_policy_reaches_existing_tables_and_expires_rows() {
+    let dir = tempfile::tempdir().expect("dir");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let mut s = Server::start_in(
+        dir.path(),
+        &[
+            ("SLUICE_DATABASES", "r:keep=30d*"),
+            ("SLUICE_LIMITS_PRETOUCH_BYTES", "0"),
+        ],
+    );
+    s.wait_ready(Duration::from_secs(120));
+    let body = format!("m v=1 {}\nm v=2 {}", now - 7200, now - 60);
+    assert_eq!(s.write("db=r&precision=s", &body).status, 204);
+    s.wait_sql("SELECT count() FROM r_keep_m", "2");
+    s.kill();
+    drop(s);
+    let mut s = Server::start_in(
+        dir.path(),
+        &[
+            ("SLUICE_DATABASES", "r:keep=1h*"),
+            ("SLUICE_LIMITS_PRETOUCH_BYTES", "0"),
+        ],
+    );
+    s.wait_ready(Duration::from_secs(120));
+    let ttl = s.sql("SELECT extract(create_table_query, ' TTL (.+?) SETTINGS ') FROM system.tables WHERE name = 'r_keep_m' FORMAT TSV");
+    assert_eq!(ttl.trim(), "toDateTime(time) + toIntervalSecond(3600)");
+    // The row older than an hour goes without another restart; the other stays.
+    s.wait_sql("SELECT count() FROM r_keep_m", "1");
+    s.wait_sql("SELECT sum(v) FROM r_keep_m", "2");
+}
