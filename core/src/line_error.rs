@@ -232,12 +232,28 @@ pub fn excerpt(raw: &[u8]) -> String {
         cut -= 1;
         back += 1;
     }
-    String::from_utf8_lossy(&raw[..cut]).into_owned()
+    let mut s = String::from_utf8_lossy(&raw[..cut]).into_owned();
+    // Each invalid byte becomes U+FFFD (3 bytes): cut again so the bound holds.
+    if s.len() > EXCERPT_MAX_BYTES {
+        let mut end = EXCERPT_MAX_BYTES;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_excerpt_of_invalid_utf8_stays_within_the_bound() {
+        let e = excerpt(&[0xff; 1000]);
+        assert!(e.len() <= EXCERPT_MAX_BYTES, "{}", e.len());
+        assert!(e.starts_with('\u{fffd}'));
+    }
 
     #[test]
     fn display_matches_influxdb() {

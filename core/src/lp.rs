@@ -169,6 +169,8 @@ struct Parser<'a, 's> {
     max_measurements: usize,
     max_tags: usize,
     max_new_series: usize,
+    /// New series whose first line was accepted.
+    committed_new_series: usize,
 }
 
 /// `SeriesSlot::pending` of a series the schema already knows: no definition to hand over.
@@ -195,6 +197,7 @@ impl<'a, 's> Parser<'a, 's> {
             max_measurements: opts.max_measurements,
             max_tags: opts.max_tags,
             max_new_series: opts.max_new_series,
+            committed_new_series: 0,
         }
     }
 
@@ -453,7 +456,11 @@ impl<'a, 's> Parser<'a, 's> {
                 measurement: measurement.to_owned(),
             });
         }
-        if self.pending_series.len() >= self.max_new_series {
+        // Series count once their line is accepted; the definitions of lines that failed are
+        // held too, so they are bounded at twice the limit.
+        if self.committed_new_series >= self.max_new_series
+            || self.pending_series.len() >= self.max_new_series.saturating_mul(2)
+        {
             return Err(LineErrorKind::SeriesLimit {
                 limit: self.max_new_series,
             });
@@ -608,6 +615,7 @@ impl<'a, 's> Parser<'a, 's> {
         {
             if b.series_ids.insert(def.id) {
                 b.out.series.push(def);
+                self.committed_new_series += 1;
             }
         }
         self.points += 1;

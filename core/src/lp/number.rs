@@ -151,6 +151,9 @@ pub(crate) fn scan_timestamp(buf: &[u8], start: usize) -> Result<(i64, usize), N
     let first = start + usize::from(neg);
     let mut i = first;
     let mut acc: u64 = 0;
+    // Too many digits is only "out of range" once the token has proved to be a number: a
+    // stray byte after them makes it a bad timestamp, as it would with fewer digits.
+    let mut overflow = false;
     while let Some(chunk) = buf.get(i..i + 8) {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
@@ -158,21 +161,30 @@ pub(crate) fn scan_timestamp(buf: &[u8], start: usize) -> Result<(i64, usize), N
         if !all_digits8(v) {
             break;
         }
-        acc = acc
+        match acc
             .checked_mul(100_000_000)
             .and_then(|a| a.checked_add(parse8(v)))
-            .ok_or(NumberError::OutOfRange)?;
+        {
+            Some(a) => acc = a,
+            None => overflow = true,
+        }
         i += 8;
     }
     while let Some(&d) = buf.get(i).filter(|d| d.is_ascii_digit()) {
-        acc = acc
+        match acc
             .checked_mul(10)
             .and_then(|a| a.checked_add(u64::from(d - b'0')))
-            .ok_or(NumberError::OutOfRange)?;
+        {
+            Some(a) => acc = a,
+            None => overflow = true,
+        }
         i += 1;
     }
     if i == first || !matches!(buf.get(i), None | Some(b' ' | b'\t' | b'\r' | b'\n')) {
         return Err(NumberError::Invalid);
+    }
+    if overflow {
+        return Err(NumberError::OutOfRange);
     }
     let v = if neg {
         0i64.checked_sub_unsigned(acc)
@@ -367,6 +379,18 @@ mod tests {
             let v = (x >> 1) as i64 * if x & 1 == 0 { 1 } else { -1 };
             assert_eq!(parse_int(v.to_string().as_bytes()), Ok(v));
         }
+    }
+
+    #[test]
+    fn an_overlong_timestamp_with_a_stray_byte_is_invalid_not_out_of_range() {
+        assert_eq!(
+            scan_timestamp(b"99999999999999999999x", 0),
+            Err(NumberError::Invalid)
+        );
+        assert_eq!(
+            scan_timestamp(b"99999999999999999999 ", 0),
+            Err(NumberError::OutOfRange)
+        );
     }
 
     #[test]

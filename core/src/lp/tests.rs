@@ -692,3 +692,54 @@ fn a_known_key_gets_the_schema_id_and_no_series_definition() {
     assert_eq!(b.series_id, vec![7]);
     assert!(b.series.is_empty() && out.new_keys.is_empty());
 }
+
+#[test]
+fn body_limits_reject_only_the_lines_past_them() {
+    let limited = |body: &str, f: &dyn Fn(&mut ParseOptions)| {
+        let mut o = opts();
+        f(&mut o);
+        parse(body.as_bytes(), &o, &NoSchema)
+    };
+    // A series whose only line failed does not use up the limit.
+    let out = limited("m,h=a v=oops\nm,h=b v=1\nm,h=c v=1", &|o| {
+        o.max_new_series = 1
+    });
+    assert_eq!(out.points, 1);
+    assert_eq!(out.rejected, 1, "{:?}", out.errors);
+    assert_eq!(out.series_limited, 1);
+    let out = limited("m a=1\nm b=1\nm c=1", &|o| o.max_fields = 2);
+    assert_eq!(out.points, 2);
+    assert!(matches!(
+        out.errors[0].kind,
+        LineErrorKind::TooManyFields { limit: 2, .. }
+    ));
+    let out = limited("a v=1\nb v=1", &|o| o.max_measurements = 1);
+    assert_eq!(out.points, 1);
+    let out = limited("m,a=1,b=2 v=1\nm,a=1 v=1", &|o| o.max_tags = 1);
+    assert_eq!(out.points, 1);
+    assert!(matches!(
+        out.errors[0].kind,
+        LineErrorKind::TooManyTags { count: 2, limit: 1 }
+    ));
+}
+
+#[test]
+fn errors_are_counted_past_the_kept_ones() {
+    let body = "x\n".repeat(1000) + "m v=1i\nm v=1.5\n";
+    let out = p(&body);
+    assert_eq!(out.rejected, 1001);
+    // The first 100, and the schema error (a type conflict) wherever it came.
+    assert_eq!(out.errors.len(), crate::body::MAX_KEPT_ERRORS + 1);
+    assert!(out.errors.last().is_some_and(|e| e.kind.is_schema_error()));
+}
+
+#[test]
+fn a_nul_in_a_name_is_refused_for_its_line() {
+    let out = p("c\0pu v=1\ncpu f\0=1\ncpu v=2");
+    assert_eq!(out.points, 1);
+    assert_eq!(out.rejected, 2);
+    assert!(out
+        .errors
+        .iter()
+        .all(|e| matches!(e.kind, LineErrorKind::InvalidName { .. })));
+}
