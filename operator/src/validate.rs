@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use sluice_core::config::{
-    parse_duration, AuthConfig, ByteSize, DatabaseConfig, LimitsConfig, PoolConfig,
+    parse_duration, AuthConfig, ByteSize, DatabaseConfig, LimitsConfig, PoolConfig, QueryConfig,
     RetentionDuration, RetentionPolicyConfig, ServerConfig,
 };
 
@@ -143,6 +143,14 @@ pub fn effective_replicas(spec: &IngestTenantSpec) -> Result<(i32, Option<i32>),
     }
 }
 
+fn positive_duration(path: &str, v: &str) -> Result<Duration, SpecError> {
+    let d = parse_duration(v).map_err(|e| field(path, e))?;
+    if d.is_zero() {
+        return Err(field(path, "must be longer than zero"));
+    }
+    Ok(d)
+}
+
 fn positive_u32(path: &str, v: i32) -> Result<u32, SpecError> {
     u32::try_from(v)
         .ok()
@@ -204,9 +212,38 @@ pub fn server_config(spec: &IngestTenantSpec) -> Result<ServerConfig, SpecError>
         max_wal_backlog_bytes: size("spec.limits.maxWalBacklogBytes", &l.max_wal_backlog_bytes)?,
         wal_memtable_bytes: size("spec.limits.walMemtableBytes", &l.wal_memtable_bytes)?,
         pretouch_bytes: size("spec.limits.pretouchBytes", &l.pretouch_bytes)?,
-        // Schema, admission and query limits keep the server's defaults until the CRD carries
-        // them.
-        ..LimitsConfig::default()
+        max_fields_per_measurement: positive_u32(
+            "spec.limits.maxFieldsPerMeasurement",
+            l.max_fields_per_measurement,
+        )?,
+        max_measurements_per_database: positive_u32(
+            "spec.limits.maxMeasurementsPerDatabase",
+            l.max_measurements_per_database,
+        )?,
+        max_databases: positive_u32("spec.limits.maxDatabases", l.max_databases)?,
+        max_tags_per_series: positive_u32("spec.limits.maxTagsPerSeries", l.max_tags_per_series)?,
+        max_new_series_per_request: positive_u32(
+            "spec.limits.maxNewSeriesPerRequest",
+            l.max_new_series_per_request,
+        )?,
+        max_requests_in_flight: positive_u32(
+            "spec.limits.maxRequestsInFlight",
+            l.max_requests_in_flight,
+        )?,
+        request_memory_bytes: size("spec.limits.requestMemoryBytes", &l.request_memory_bytes)?,
+        body_read_timeout: positive_duration("spec.limits.bodyReadTimeout", &l.body_read_timeout)?,
+    };
+    let q = &spec.query;
+    let query = QueryConfig {
+        timeout: positive_duration("spec.query.timeout", &q.timeout)?,
+        max_memory_bytes: size("spec.query.maxMemoryBytes", &q.max_memory_bytes)?,
+        max_rows_to_read: u64::try_from(q.max_rows_to_read)
+            .ok()
+            .filter(|v| *v > 0)
+            .ok_or_else(|| field("spec.query.maxRowsToRead", "must be at least 1"))?,
+        max_result_bytes: size("spec.query.maxResultBytes", &q.max_result_bytes)?,
+        queue_timeout: parse_duration(&q.queue_timeout)
+            .map_err(|e| field("spec.query.queueTimeout", e))?,
     };
     let auth = AuthConfig {
         tokens: Vec::new(),
@@ -222,7 +259,7 @@ pub fn server_config(spec: &IngestTenantSpec) -> Result<ServerConfig, SpecError>
         databases,
         pool,
         limits,
-        query: Default::default(),
+        query,
         auth,
     };
     cfg.validate()
@@ -309,6 +346,8 @@ mod tests {
         spec.pool.flush_workers = 3;
         spec.pool.flush_interval = "250ms".into();
         spec.limits.max_body_bytes = "1Mi".into();
+        spec.limits.max_fields_per_measurement = 50;
+        spec.query.timeout = "5s".into();
         spec.auth = Some(AuthSpec {
             token_secret_ref: SecretKeyRef {
                 name: "t".into(),
@@ -323,6 +362,8 @@ mod tests {
         assert_eq!(back.pool.flush_workers, 3);
         assert_eq!(back.pool.flush_interval, Duration::from_millis(250));
         assert_eq!(back.limits.max_body_bytes, ByteSize(1 << 20));
+        assert_eq!(back.limits.max_fields_per_measurement, 50);
+        assert_eq!(back.query.timeout, Duration::from_secs(5));
         assert_eq!(
             back.auth.tokens_file.as_deref(),
             Some("/etc/sluice/auth/tokens")

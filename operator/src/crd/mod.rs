@@ -23,7 +23,11 @@ use kube::core::Rule;
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use sluice_core::config::{format_duration, LimitsConfig, PoolConfig};
+use sluice_core::config::{format_duration, PoolConfig};
+
+mod limits;
+
+pub use limits::{LimitsSpec, QuerySpec};
 
 /// API group of every sluice resource.
 pub const GROUP: &str = "sluice.dev";
@@ -204,9 +208,13 @@ pub struct IngestTenantSpec {
     #[serde(default)]
     pub storage: StorageSpec,
 
-    /// Request and cardinality limits.
+    /// Request, schema and cardinality limits.
     #[serde(default)]
     pub limits: LimitsSpec,
+
+    /// Limits of every `/sql` and `/query` statement.
+    #[serde(default)]
+    pub query: QuerySpec,
 
     /// Token authentication; omitted means the server accepts unauthenticated writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -360,81 +368,6 @@ fn default_pool_max_points_per_batch() -> i32 {
 }
 fn default_pool_flush_interval() -> String {
     format_duration(PoolConfig::default().flush_interval)
-}
-
-/// Request and cardinality limits of each server.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct LimitsSpec {
-    /// Largest request body as sent (413 beyond).
-    #[serde(default = "default_max_body_bytes")]
-    #[schemars(length(min = 1, max = 32))]
-    #[x_kube(validation = rule_size())]
-    pub max_body_bytes: String,
-    /// Largest body after gzip decompression (413 beyond).
-    #[serde(default = "default_max_decompressed_bytes")]
-    #[schemars(length(min = 1, max = 32))]
-    #[x_kube(validation = rule_size())]
-    pub max_decompressed_bytes: String,
-    /// Distinct series per server (422 beyond).
-    #[serde(default = "default_max_series")]
-    #[schemars(range(min = 1))]
-    pub max_series: i64,
-    /// Requests waiting for the WAL committer (503 beyond).
-    #[serde(default = "default_wal_queue_depth")]
-    #[schemars(range(min = 1, max = 1_000_000))]
-    pub wal_queue_depth: i32,
-    /// Committed but unflushed WAL bytes (503 beyond).
-    #[serde(default = "default_max_wal_backlog_bytes")]
-    #[schemars(length(min = 1, max = 32))]
-    #[x_kube(validation = rule_size())]
-    pub max_wal_backlog_bytes: String,
-    /// One in-memory table of the WAL; the WAL holds up to four in memory.
-    #[serde(default = "default_wal_memtable_bytes")]
-    #[schemars(length(min = 1, max = 32))]
-    #[x_kube(validation = rule_size())]
-    pub wal_memtable_bytes: String,
-    /// Memory touched once at start-up so load jumps reuse mapped pages; 0 turns it off.
-    #[serde(default = "default_pretouch_bytes")]
-    #[schemars(length(min = 1, max = 32))]
-    #[x_kube(validation = rule_size())]
-    pub pretouch_bytes: String,
-}
-
-impl Default for LimitsSpec {
-    fn default() -> Self {
-        Self {
-            max_body_bytes: default_max_body_bytes(),
-            max_decompressed_bytes: default_max_decompressed_bytes(),
-            max_series: default_max_series(),
-            wal_queue_depth: default_wal_queue_depth(),
-            max_wal_backlog_bytes: default_max_wal_backlog_bytes(),
-            wal_memtable_bytes: default_wal_memtable_bytes(),
-            pretouch_bytes: default_pretouch_bytes(),
-        }
-    }
-}
-
-fn default_max_body_bytes() -> String {
-    LimitsConfig::default().max_body_bytes.to_string()
-}
-fn default_max_decompressed_bytes() -> String {
-    LimitsConfig::default().max_decompressed_bytes.to_string()
-}
-fn default_max_series() -> i64 {
-    i64::try_from(LimitsConfig::default().max_series).unwrap_or(i64::MAX)
-}
-fn default_wal_queue_depth() -> i32 {
-    i32::try_from(LimitsConfig::default().wal_queue_depth).unwrap_or(i32::MAX)
-}
-fn default_max_wal_backlog_bytes() -> String {
-    LimitsConfig::default().max_wal_backlog_bytes.to_string()
-}
-fn default_wal_memtable_bytes() -> String {
-    LimitsConfig::default().wal_memtable_bytes.to_string()
-}
-fn default_pretouch_bytes() -> String {
-    LimitsConfig::default().pretouch_bytes.to_string()
 }
 
 /// Per-pod storage for the WAL and chDB data.
@@ -670,6 +603,7 @@ impl IngestTenantSpec {
             pool: PoolSpec::default(),
             storage: StorageSpec::default(),
             limits: LimitsSpec::default(),
+            query: QuerySpec::default(),
             auth: None,
             resources: None,
             scheduling: SchedulingSpec::default(),
