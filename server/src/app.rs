@@ -114,7 +114,7 @@ impl App {
         let scheduler = Scheduler::new(
             cfg.pool.max_points_per_batch as u64,
             cfg.pool.flush_interval,
-            flush::RETAINED_BYTES,
+            crate::memory::plan(&cfg, crate::memory::memory_limit()).flush_retained_bytes,
         );
         let wal = {
             let s = scheduler.clone();

@@ -13,6 +13,7 @@ pub mod flush;
 pub mod http;
 pub mod influxql;
 pub mod ingest;
+pub mod memory;
 pub mod metrics;
 pub mod payload;
 pub mod priority;

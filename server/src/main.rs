@@ -8,6 +8,7 @@ use clap::Parser;
 use sluice_core::config::{apply_env, ServerConfig};
 use sluice_server::app::App;
 use sluice_server::engine::CHDB_MALLOC_CONF;
+use sluice_server::memory;
 
 /// mimalloc instead of glibc malloc: the write path allocates and frees multi-megabyte column
 /// buffers per request, which glibc hands back to the kernel and faults in again each time
@@ -211,35 +212,6 @@ fn pretouch(bytes: u64) -> Duration {
     started.elapsed()
 }
 
-/// What to touch at start-up: the configured amount, but at most a quarter of the memory the
-/// server may use, so that a small pod (or a mistyped size) cannot get the process killed, or
-/// its allocation refused, before it serves anything.
-fn pretouch_budget(configured: u64, memory_limit: Option<u64>) -> u64 {
-    memory_limit.map_or(configured, |limit| configured.min(limit / 4))
-}
-
-/// The memory this process may use: its cgroup's limit (v2 `memory.max`, else v1) when one is
-/// set, else the machine's memory (`MemTotal`).
-fn memory_limit() -> Option<u64> {
-    let cgroup = [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .filter_map(|p| std::fs::read_to_string(p).ok())
-    .find_map(|v| v.trim().parse::<u64>().ok())
-    // cgroup v1 reports "no limit" as a number near 2^63.
-    .filter(|&v| v < 1 << 60);
-    cgroup.or_else(|| mem_total(&std::fs::read_to_string("/proc/meminfo").ok()?))
-}
-
-/// `MemTotal` of a `/proc/meminfo` text, in bytes.
-fn mem_total(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
-}
-
 fn main() -> ExitCode {
     let reexec_failed = configure_chdb_allocator();
     keep_freed_memory();
@@ -255,16 +227,29 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let limit = memory_limit();
-    let bytes = pretouch_budget(cfg.limits.pretouch_bytes.0, limit);
-    if bytes < cfg.limits.pretouch_bytes.0 {
+    let mut cfg = cfg;
+    let plan = memory::plan(&cfg, memory::memory_limit());
+    memory::apply(&plan, &mut cfg);
+    for (key, configured, in_force) in &plan.lowered {
         tracing::info!(
-            configured = cfg.limits.pretouch_bytes.0,
-            bytes,
-            memory_limit = limit,
-            "touching less memory at start-up than configured: a quarter of the memory limit"
+            key,
+            configured,
+            in_force,
+            memory_limit = plan.limit,
+            "lowered to fit the memory limit"
         );
     }
+    tracing::info!(
+        memory_limit = plan.limit,
+        wal_memtables = 4 * plan.wal_memtable_bytes,
+        flush_retained = plan.flush_retained_bytes,
+        requests = plan.request_memory_bytes,
+        queries = u64::from(cfg.pool.connections) * plan.query_memory_bytes,
+        pretouch = plan.pretouch_bytes,
+        bounded = plan.bounded_bytes(cfg.pool.connections),
+        "memory budget"
+    );
+    let bytes = plan.pretouch_bytes;
     if bytes > 0 {
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
             tracing::warn!(
@@ -310,27 +295,6 @@ mod tests {
         // SAFETY: a plain option getter.
         let delay = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
         assert_eq!(delay, -1, "mimalloc still purges freed memory");
-    }
-
-    #[test]
-    fn pretouch_stays_within_a_quarter_of_the_memory_limit() {
-        let mib = 1 << 20;
-        assert_eq!(pretouch_budget(512 * mib, None), 512 * mib);
-        assert_eq!(pretouch_budget(512 * mib, Some(8192 * mib)), 512 * mib);
-        assert_eq!(pretouch_budget(512 * mib, Some(1024 * mib)), 256 * mib);
-        assert_eq!(pretouch_budget(0, Some(1024 * mib)), 0);
-        // A size typed in the wrong unit is cut to what the machine can hold.
-        assert_eq!(pretouch_budget(512 << 40, Some(24576 * mib)), 6144 * mib);
-    }
-
-    #[test]
-    fn the_machine_memory_is_read_from_meminfo() {
-        let text = "MemTotal:       24684092 kB\nMemFree:        1000 kB\n";
-        assert_eq!(mem_total(text), Some(24_684_092 * 1024));
-        assert_eq!(mem_total("MemFree: 1 kB\n"), None);
-        assert_eq!(mem_total("MemTotal: lots kB\n"), None);
-        // This machine has some.
-        assert!(memory_limit().is_some_and(|m| m > 0));
     }
 
     /// Resident bytes of this process.
