@@ -144,6 +144,9 @@ pub struct LimitsConfig {
     /// Time a client has to send its whole body; slower bodies answer 408.
     #[serde(with = "duration_str")]
     pub body_read_timeout: Duration,
+    /// Memory the server plans for (see the server's `memory` module); 0 means what it may
+    /// use: its cgroup's limit, else the machine's memory. A smaller cgroup limit still wins.
+    pub memory_bytes: ByteSize,
 }
 
 impl Default for LimitsConfig {
@@ -164,6 +167,7 @@ impl Default for LimitsConfig {
             max_requests_in_flight: 256,
             request_memory_bytes: ByteSize(512 << 20),
             body_read_timeout: Duration::from_secs(30),
+            memory_bytes: ByteSize(0),
         }
     }
 }
@@ -639,6 +643,7 @@ where
             }
             "SLUICE_LIMITS_REQUEST_MEMORY_BYTES" => cfg.limits.request_memory_bytes = v.parse()?,
             "SLUICE_LIMITS_BODY_READ_TIMEOUT" => cfg.limits.body_read_timeout = parse_duration(v)?,
+            "SLUICE_LIMITS_MEMORY_BYTES" => cfg.limits.memory_bytes = v.parse()?,
             "SLUICE_QUERY_TIMEOUT" => cfg.query.timeout = parse_duration(v)?,
             "SLUICE_QUERY_MAX_MEMORY_BYTES" => cfg.query.max_memory_bytes = v.parse()?,
             "SLUICE_QUERY_MAX_ROWS_TO_READ" => cfg.query.max_rows_to_read = num(k, v)?,

@@ -232,6 +232,8 @@ pub fn server_config(spec: &IngestTenantSpec) -> Result<ServerConfig, SpecError>
         )?,
         request_memory_bytes: size("spec.limits.requestMemoryBytes", &l.request_memory_bytes)?,
         body_read_timeout: positive_duration("spec.limits.bodyReadTimeout", &l.body_read_timeout)?,
+        // A pod's budget is its memory limit (spec.resources), which the server reads itself.
+        memory_bytes: ByteSize(0),
     };
     let q = &spec.query;
     let query = QueryConfig {

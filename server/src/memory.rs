@@ -3,7 +3,7 @@
 //! killed by the kernel.
 //!
 //! What the budget covers, each with its share of the limit `L` the process may use (its
-//! cgroup's limit, else the machine's memory). A configured size is kept when it is below its
+//! cgroup's limit, else the machine's memory, or `limits.memory_bytes` when set and smaller). A configured size is kept when it is below its
 //! share; above, it is lowered to the share and the start-up log says so.
 //!
 //! | what | setting | share of `L` |
@@ -46,8 +46,14 @@ impl MemoryPlan {
     }
 }
 
-/// The plan for `cfg` under `limit` (none: the configured sizes as they are).
+/// The plan for `cfg` under `limit` (none: the configured sizes as they are), or under
+/// `limits.memory_bytes` when that is set and smaller.
 pub fn plan(cfg: &ServerConfig, limit: Option<u64>) -> MemoryPlan {
+    let limit = match (cfg.limits.memory_bytes.0, limit) {
+        (0, l) => l,
+        (m, Some(l)) => Some(m.min(l)),
+        (m, None) => Some(m),
+    };
     let mut lowered = Vec::new();
     let mut fit = |key: &'static str, configured: u64, share: Option<u64>, floor: u64| {
         let Some(share) = share else {
@@ -158,6 +164,14 @@ mod tests {
         }
         let p = plan(&cfg, Some(GIB));
         assert_eq!(p.wal_memtable_bytes, 64 * MIB);
+        let mut configured = cfg.clone();
+        configured.limits.memory_bytes = ByteSize(GIB);
+        assert_eq!(
+            plan(&configured, Some(24 * GIB)),
+            p,
+            "the configured budget is used"
+        );
+        assert_eq!(plan(&configured, None), p);
         assert_eq!(p.request_memory_bytes, GIB / 5);
         let mut applied = cfg.clone();
         apply(&p, &mut applied);

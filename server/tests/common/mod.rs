@@ -2,6 +2,8 @@
 //! to it over HTTP. Every integration test goes through this: real chDB, real RocksDB.
 #![allow(dead_code)]
 
+pub mod influxd;
+
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
