@@ -177,9 +177,16 @@ impl KeyHash {
     /// This key's hash within `scope` (itself [`KeyHash::of`] a name, such as a database's):
     /// the same key in two scopes gets two unrelated hashes, so a cache of keys can serve
     /// several databases without one answering for another.
+    ///
+    /// The two are hashed together, in order: a plain combination such as XOR would give a key
+    /// named like its scope the same hash in every scope (`cpu` in database `cpu` and `disk`
+    /// in database `disk`), and so the same cached series.
     #[inline]
     pub fn scoped(self, scope: KeyHash) -> Self {
-        KeyHash(self.0 ^ scope.0)
+        let mut both = [0u8; 32];
+        both[..16].copy_from_slice(&scope.0.to_le_bytes());
+        both[16..].copy_from_slice(&self.0.to_le_bytes());
+        KeyHash(xxh3_128_with_seed(&both, process_seed()))
     }
 }
 
@@ -202,6 +209,15 @@ pub(crate) type IdMap<V> = HashMap<u64, V, BuildIdHasher>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scoped_hashes_differ_across_scopes_even_for_a_key_named_like_its_scope() {
+        let (cpu, disk) = (KeyHash::of(b"cpu"), KeyHash::of(b"disk"));
+        assert_ne!(cpu.scoped(cpu), disk.scoped(disk));
+        assert_ne!(cpu.scoped(disk), disk.scoped(cpu));
+        assert_ne!(cpu.scoped(cpu), cpu.scoped(disk));
+        assert_eq!(cpu.scoped(disk), cpu.scoped(disk));
+    }
 
     #[test]
     fn bytes_eq_matches_slice_eq() {

@@ -23,6 +23,8 @@ pub enum Refusal {
     ForbiddenClause(&'static str),
     #[error("unterminated {0}")]
     Unterminated(&'static str),
+    #[error("characters other than ASCII are allowed only in strings and quoted identifiers")]
+    NonAscii,
     /// The engine's parse of the statement is not one this check can read: refused rather
     /// than run (the check fails closed).
     #[error("cannot establish that the statement only reads ({0})")]
@@ -32,7 +34,8 @@ pub enum Refusal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Token<'a> {
     Word(&'a str),
-    Quoted,
+    /// A quoted identifier, with what is between its quotes (escapes left as written).
+    Quoted(&'a str),
     Str,
     Number,
     Punct(char),
@@ -80,6 +83,7 @@ fn tokenize(sql: &str) -> Result<Vec<Token<'_>>, Refusal> {
             b'\'' | b'"' | b'`' => {
                 let q = c;
                 i += 1;
+                let inner_start = i;
                 loop {
                     match b.get(i) {
                         None => {
@@ -104,7 +108,7 @@ fn tokenize(sql: &str) -> Result<Vec<Token<'_>>, Refusal> {
                 out.push(if q == b'\'' {
                     Token::Str
                 } else {
-                    Token::Quoted
+                    Token::Quoted(sql.get(inner_start..i - 1).unwrap_or_default())
                 });
             }
             b'$' if b.get(i + 1) == Some(&b'$') || heredoc_tag(&b[i..]).is_some() => {
@@ -123,13 +127,13 @@ fn tokenize(sql: &str) -> Result<Vec<Token<'_>>, Refusal> {
                 i += end + tag.len();
                 out.push(Token::Str);
             }
-            c if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 => {
+            // The engine's lexer takes some non-ASCII characters (a no-break space) as
+            // whitespace, so they could split what this check reads as one word: outside strings
+            // and quoted identifiers, only ASCII is accepted.
+            c if c >= 0x80 => return Err(Refusal::NonAscii),
+            c if c.is_ascii_alphabetic() || c == b'_' => {
                 let start = i;
-                while i < b.len()
-                    && (b[i].is_ascii_alphanumeric()
-                        || b[i] == b'_'
-                        || b[i] == b'$'
-                        || b[i] >= 0x80)
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'$')
                 {
                     i += 1;
                 }
@@ -274,11 +278,17 @@ impl Guard {
             }
         }
         for (i, t) in tokens.iter().enumerate() {
-            let Token::Word(w) = t else { continue };
+            // A function may be called by a quoted name too: `file`('x').
+            let (Token::Word(w) | Token::Quoted(w)) = t else {
+                continue;
+            };
             let lw = w.to_ascii_lowercase();
             let next = tokens.get(i + 1);
             if next == Some(&Token::Punct('(')) && self.forbidden.contains(&lw) {
                 return Err(Refusal::ForbiddenFunction(w.to_string()));
+            }
+            if matches!(t, Token::Quoted(_)) {
+                continue;
             }
             match lw.as_str() {
                 "settings" => return Err(Refusal::ForbiddenClause("SETTINGS")),
@@ -324,8 +334,15 @@ impl Guard {
             }
             if depth == 1 {
                 root_children += 1;
-                if root_children > 1 && root_kind != "Explain" && kind != "Identifier" {
+                // `INTO OUTFILE 'path'` hangs its file name off the root, under any root.
+                if kind == "Literal" {
                     return Err(Refusal::ForbiddenClause("INTO OUTFILE"));
+                }
+                if root_children > 1
+                    && root_kind != "Explain"
+                    && !matches!(kind, "Identifier" | "Set")
+                {
+                    return Err(Refusal::Unreadable(excerpt(line)));
                 }
             }
             match kind {
@@ -335,7 +352,12 @@ impl Guard {
                         return Err(Refusal::ForbiddenFunction(name.to_string()));
                     }
                 }
-                "SetQuery" | "Settings" => return Err(Refusal::ForbiddenClause("SETTINGS")),
+                // EXPLAIN's own options are a `Set` right under it; anywhere else it is a
+                // SETTINGS clause.
+                "Set" if depth == 1 && root_kind == "Explain" => {}
+                "Set" | "SetQuery" | "Settings" => {
+                    return Err(Refusal::ForbiddenClause("SETTINGS"))
+                }
                 _ => {}
             }
         }
@@ -350,13 +372,11 @@ fn node_kind(line: &str) -> Option<&str> {
         .then_some(word)
 }
 
-/// The name in a `Function name (children N)` line.
+/// The name in a `Function name [(alias a)] [(children N)]` line: up to the first ` (`, so
+/// an alias cannot hide it.
 fn function_name(line: &str) -> &str {
     let rest = line.trim_start_matches(' ').trim_start_matches("Function ");
-    match rest.rfind(" (children ") {
-        Some(i) => &rest[..i],
-        None => rest.trim_end(),
-    }
+    rest.split(" (").next().unwrap_or(rest).trim_end()
 }
 
 fn excerpt(line: &str) -> String {
@@ -505,6 +525,16 @@ mod tests {
                 "SELECT 'unterminated",
                 Refusal::Unterminated("string literal"),
             ),
+            (
+                "SELECT `file`('/etc/passwd') AS x",
+                Refusal::ForbiddenFunction("file".into()),
+            ),
+            (
+                "SELECT \"FILE\"('/etc/passwd')",
+                Refusal::ForbiddenFunction("FILE".into()),
+            ),
+            ("SELECT file\u{a0}('/etc/passwd') AS x", Refusal::NonAscii),
+            ("SELECT 1 INTO\u{a0}OUTFILE '/tmp/x'", Refusal::NonAscii),
         ];
         for (q, want) in cases {
             assert_eq!(g.check(q).as_ref(), Err(want), "{q}");
@@ -548,6 +578,30 @@ mod tests {
             Err(Refusal::Unreadable(_))
         ));
         assert_eq!(g.check_ast(""), Err(Refusal::Empty));
+        // An alias must not hide the function's name.
+        let aliased = "SelectWithUnionQuery (children 1)\n ExpressionList (children 1)\n  SelectQuery (children 1)\n   ExpressionList (children 1)\n    Function file (alias x) (children 1)\n";
+        assert_eq!(
+            g.check_ast(aliased),
+            Err(Refusal::ForbiddenFunction("file".into()))
+        );
+        // A file name under EXPLAIN or SHOW is INTO OUTFILE too.
+        let explain_outfile = "Explain EXPLAIN SYNTAX (children 2)\n SelectWithUnionQuery (children 1)\n  ExpressionList (children 1)\n Literal \\'/tmp/x\\'\n";
+        assert_eq!(
+            g.check_ast(explain_outfile),
+            Err(Refusal::ForbiddenClause("INTO OUTFILE"))
+        );
+        assert_eq!(
+            g.check_ast("ShowTables (children 1)\n Literal \\'/tmp/x\\'\n"),
+            Err(Refusal::ForbiddenClause("INTO OUTFILE"))
+        );
+        let settings = "SelectWithUnionQuery (children 1)\n ExpressionList (children 1)\n  SelectQuery (children 2)\n   ExpressionList (children 1)\n    Literal UInt64_1\n   Set\n";
+        assert_eq!(
+            g.check_ast(settings),
+            Err(Refusal::ForbiddenClause("SETTINGS"))
+        );
+        let explain_options =
+            "Explain EXPLAIN (children 2)\n Set\n SelectWithUnionQuery (children 1)\n";
+        assert_eq!(g.check_ast(explain_options), Ok(()));
     }
 
     #[test]

@@ -210,6 +210,18 @@ fn a_series_written_to_two_databases_has_tags_in_both() {
         "SELECT arrayStringConcat(groupArray(db), ',') FROM (SELECT DISTINCT db FROM sluice_series WHERE measurement = 'cpu' AND tags['host'] = 'a' ORDER BY db)",
         "one,three,two",
     );
+    // A tagless measurement named like its database, in two databases: two series, two rows.
+    assert_eq!(s.write("db=cpu", "cpu v=1 1").status, 204);
+    assert_eq!(s.write("db=cpu", "cpu v=1 2").status, 204);
+    assert_eq!(s.write("db=disk", "disk v=1 1").status, 204);
+    s.wait_sql(
+        "SELECT count() FROM (SELECT DISTINCT db, measurement, series_id FROM sluice_series WHERE db IN ('cpu', 'disk'))",
+        "2",
+    );
+    s.wait_sql(
+        "SELECT uniqExact(series_id) FROM disk_autogen_disk WHERE series_id IN (SELECT series_id FROM sluice_series WHERE db = 'disk' AND measurement = 'disk')",
+        "1",
+    );
 }
 
 #[test]
@@ -266,6 +278,13 @@ fn queries_are_bounded_and_refused_when_they_reach_outside() {
         "SELECT 1 INTO OUTFILE '/tmp/sluice-hostile'",
         "INSERT INTO canary_autogen_canary SELECT * FROM canary_autogen_canary",
         "SELECT 1 SETTINGS readonly = 0",
+        // Quoted names, an alias, a no-break space and INTO OUTFILE under other roots.
+        "SELECT `file`('/etc/passwd') AS x",
+        "SELECT file('/etc/passwd') AS x",
+        "SELECT file\u{a0}('/etc/passwd') AS x",
+        "SHOW TABLES INTO OUTFILE '/tmp/sluice-hostile'",
+        "EXPLAIN SYNTAX SELECT 1 INTO OUTFILE '/tmp/sluice-hostile'",
+        "SELECT 1 INTO\u{a0}OUTFILE '/tmp/sluice-hostile'",
     ] {
         let r = post(q);
         assert_eq!(r.status, 403, "{q}: {}", &r.body[..r.body.len().min(300)]);

@@ -325,14 +325,14 @@ impl Catalog {
                 limit: self.limits.max_databases,
             });
         }
-        dbs.insert(
-            db.to_string(),
-            Database {
-                policies: vec![policy.unwrap_or_else(RetentionPolicyConfig::autogen)],
-            },
-        );
+        let new = Database {
+            policies: vec![policy.unwrap_or_else(RetentionPolicyConfig::autogen)],
+        };
+        // Stored first, then known: a database whose record failed to persist is not used by
+        // writes that would then vanish with it at the next start.
         let stored: Vec<DatabaseConfig> = dbs
             .iter()
+            .chain(std::iter::once((&db.to_string(), &new)))
             .map(|(name, d)| DatabaseConfig {
                 name: name.clone(),
                 retention_policies: d.policies.clone(),
@@ -341,6 +341,7 @@ impl Catalog {
         let raw = serde_json::to_vec(&stored).map_err(|e| CatalogError::Meta(e.to_string()))?;
         wal.put_meta(DATABASES_META, &raw)
             .map_err(|e| CatalogError::Meta(e.to_string()))?;
+        dbs.insert(db.to_string(), new);
         Ok(true)
     }
 
@@ -478,14 +479,14 @@ impl Catalog {
     /// Refuses a new table when `target`'s policy already has the most measurements allowed
     /// (counted by table-name prefix; called under the DDL lock).
     fn check_measurement_room(&self, target: &Target) -> Result<(), CatalogError> {
-        let prefix = table_name(&target.db, &target.rp, "");
         let limit = self.limits.max_measurements_per_database;
+        let dbs = self.databases.read().unwrap_or_else(|p| p.into_inner());
         let count = self
             .tables
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .keys()
-            .filter(|t| t.starts_with(&prefix))
+            .filter(|t| policy_of(t, &dbs).is_some_and(|(d, r)| d == target.db && r == target.rp))
             .count();
         if count >= limit as usize {
             return Err(CatalogError::TooManyMeasurements {
@@ -518,20 +519,41 @@ impl Catalog {
 /// `7d` would keep 30 days in every table that already existed. Changing the TTL makes the
 /// engine drop the rows it now expires in the background.
 fn sync_ttls(engine: &Engine, databases: &BTreeMap<String, Database>) -> Result<(), CatalogError> {
-    let current = table_ttls(engine)?;
-    for (db, d) in databases {
-        for policy in &d.policies {
-            let prefix = table_name(db, &policy.name, "");
-            let want = ttl_sql(policy.duration.0);
-            for (table, ttl) in current.iter().filter(|(t, _)| t.starts_with(&prefix)) {
-                if *ttl != want {
-                    tracing::info!(table, from = %ttl, to = %want, "retention policy changed: updating the table's TTL");
-                    engine.execute(&modify_ttl_sql(table, policy.duration.0))?;
-                }
-            }
+    for (table, ttl) in table_ttls(engine)? {
+        let Some((db, rp)) = policy_of(&table, databases) else {
+            continue;
+        };
+        let Some(policy) = databases
+            .get(db)
+            .and_then(|d| d.policies.iter().find(|p| p.name == rp))
+        else {
+            continue;
+        };
+        let want = ttl_sql(policy.duration.0);
+        if ttl != want {
+            tracing::info!(table, from = %ttl, to = %want, "retention policy changed: updating the table's TTL");
+            engine.execute(&modify_ttl_sql(&table, policy.duration.0))?;
         }
     }
     Ok(())
+}
+
+/// The database and retention policy a table belongs to: the one whose `<db>_<rp>_` prefix it
+/// starts with, the longest when several do (names may hold `_`: the tables of policy
+/// `raw_archive` also start with the prefix of policy `raw`).
+fn policy_of<'a>(
+    table: &str,
+    databases: &'a BTreeMap<String, Database>,
+) -> Option<(&'a str, &'a str)> {
+    databases
+        .iter()
+        .flat_map(|(db, d)| {
+            d.policies
+                .iter()
+                .map(move |p| (db.as_str(), p.name.as_str()))
+        })
+        .filter(|(db, rp)| table.starts_with(&table_name(db, rp, "")))
+        .max_by_key(|(db, rp)| db.len() + rp.len())
 }
 
 /// Undoes TabSeparated escaping of one value.
@@ -581,4 +603,30 @@ impl SchemaLookup for TargetLookup<'_> {
 /// `quote_str` re-exported for SQL built elsewhere in the server.
 pub fn sql_string(s: &str) -> String {
     quote_str(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_belongs_to_the_longest_matching_policy() {
+        let policy = |name: &str| RetentionPolicyConfig {
+            name: name.into(),
+            ..RetentionPolicyConfig::autogen()
+        };
+        let dbs: BTreeMap<String, Database> = [(
+            "d".to_string(),
+            Database {
+                policies: vec![policy("raw"), policy("raw_archive")],
+            },
+        )]
+        .into();
+        assert_eq!(policy_of("d_raw_cpu", &dbs), Some(("d", "raw")));
+        assert_eq!(
+            policy_of("d_raw_archive_cpu", &dbs),
+            Some(("d", "raw_archive"))
+        );
+        assert_eq!(policy_of("e_raw_cpu", &dbs), None);
+    }
 }

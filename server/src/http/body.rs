@@ -124,18 +124,38 @@ pub(super) enum DecodeError {
     Busy,
 }
 
-/// Undoes `Content-Encoding: gzip`, reading at most `limit` bytes of output, so that a small
-/// body that inflates enormously costs bounded memory.
-pub(super) fn decompress(gzip: bool, body: Bytes, limit: u64) -> Result<Bytes, DecodeError> {
+/// Undoes `Content-Encoding: gzip`, reading at most `limit` bytes of output, a chunk at a
+/// time: before each chunk `room` is asked whether the output may grow to that size (the
+/// request's memory), so a small body that inflates enormously costs bounded memory.
+pub(super) fn decompress(
+    gzip: bool,
+    body: Bytes,
+    limit: u64,
+    room: &mut dyn FnMut(u64) -> bool,
+) -> Result<Bytes, DecodeError> {
+    const CHUNK: usize = 1 << 20;
     if !gzip {
         return Ok(body);
     }
-    let mut out = Vec::with_capacity((body.len() * 4).min(limit as usize));
     let mut dec = flate2::read::MultiGzDecoder::new(&body[..]).take(limit + 1);
-    dec.read_to_end(&mut out)
-        .map_err(|e| DecodeError::Gzip(e.to_string()))?;
-    if out.len() as u64 > limit {
-        return Err(DecodeError::TooLarge(limit));
+    let mut out: Vec<u8> = Vec::new();
+    loop {
+        // The vector may hold up to twice what it has read (it grows by doubling).
+        if !room(2 * (out.len() + CHUNK) as u64) {
+            return Err(DecodeError::Busy);
+        }
+        let start = out.len();
+        out.resize(start + CHUNK, 0);
+        let n = dec
+            .read(&mut out[start..])
+            .map_err(|e| DecodeError::Gzip(e.to_string()))?;
+        out.truncate(start + n);
+        if n == 0 {
+            break;
+        }
+        if out.len() as u64 > limit {
+            return Err(DecodeError::TooLarge(limit));
+        }
     }
     Ok(Bytes::from(out))
 }
@@ -151,16 +171,23 @@ mod tests {
         enc.write_all(&vec![b'a'; 100_000]).unwrap();
         let gz = Bytes::from(enc.finish().unwrap());
         assert_eq!(
-            decompress(true, gz.clone(), 100_000).unwrap().len(),
+            decompress(true, gz.clone(), 100_000, &mut |_| true)
+                .unwrap()
+                .len(),
             100_000
         );
         assert!(matches!(
-            decompress(true, gz, 99_999),
+            decompress(true, gz.clone(), 99_999, &mut |_| true),
             Err(DecodeError::TooLarge(_))
         ));
         assert!(matches!(
-            decompress(true, Bytes::from_static(b"not gzip"), 10),
+            decompress(true, Bytes::from_static(b"not gzip"), 10, &mut |_| true),
             Err(DecodeError::Gzip(_))
+        ));
+        // Refused as soon as the memory it would take is not there.
+        assert!(matches!(
+            decompress(true, gz, 100_000, &mut |bytes| bytes < 1 << 20),
+            Err(DecodeError::Busy)
         ));
     }
 }

@@ -150,7 +150,7 @@ pub(super) async fn sql(
     let started = Instant::now();
     let resp = match app.admission.enter() {
         None => too_many_requests(&app),
-        Some(_place) => match authorize(&app, &params, &headers) {
+        Some(place) => match authorize(&app, &params, &headers) {
             Err(r) => r,
             Ok(()) => match query_param(&app, &params, &method, &headers, body).await {
                 Err(r) => r,
@@ -158,7 +158,7 @@ pub(super) async fn sql(
                     StatusCode::BAD_REQUEST,
                     "missing query: send SQL as the body or as q=",
                 ),
-                Ok(Some(q)) => run_sql(&app, q).await,
+                Ok(Some(q)) => run_sql(&app, q, Some(place)).await,
             },
         },
     };
@@ -170,7 +170,11 @@ pub(super) async fn sql(
 /// result. The status is decided by the first chunk: an error before any output is a proper
 /// error answer; one after (a limit hit midway) ends the stream early, which the client sees
 /// as a broken chunked response.
-async fn run_sql(app: &Arc<App>, q: String) -> Response {
+async fn run_sql(
+    app: &Arc<App>,
+    q: String,
+    place: Option<tokio::sync::OwnedSemaphorePermit>,
+) -> Response {
     if let Err(refusal) = app.guard.check(&q) {
         return error(StatusCode::FORBIDDEN, format!("query refused: {refusal}"));
     }
@@ -189,7 +193,7 @@ async fn run_sql(app: &Arc<App>, q: String) -> Response {
         .map(|f| sql_guard::content_type(&f))
         .unwrap_or("application/json");
     let streamed = tree.starts_with("Select");
-    match stream(app, q, streamed).await {
+    match stream(app, q, streamed, place).await {
         Ok(body) => {
             let mut resp = (StatusCode::OK, [(header::CONTENT_TYPE, ct)], body).into_response();
             // This pod's tables only; fan-out across a tenant's pods is a separate form.
@@ -203,10 +207,18 @@ async fn run_sql(app: &Arc<App>, q: String) -> Response {
 
 /// Starts `q` on a blocking thread and answers with its output as a streamed body, once the
 /// first chunk (or the error) is there.
-async fn stream(app: &Arc<App>, q: String, streamed: bool) -> Result<Body, Response> {
+async fn stream(
+    app: &Arc<App>,
+    q: String,
+    streamed: bool,
+    place: Option<tokio::sync::OwnedSemaphorePermit>,
+) -> Result<Body, Response> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(STREAM_CHUNKS);
     let (first_tx, first_rx) = tokio::sync::oneshot::channel::<Result<(), QueryError>>();
     let (app2, wait) = (app.clone(), app.cfg.query.queue_timeout);
+    // A client that stops reading must not hold a query connection past the query's own time
+    // limit: past it, the stream is dropped (and its connection replaced).
+    let deadline = Instant::now() + wait + app.cfg.query.timeout;
     tokio::task::spawn_blocking(move || {
         let mut first = Some(first_tx);
         let result = {
@@ -214,7 +226,7 @@ async fn stream(app: &Arc<App>, q: String, streamed: bool) -> Result<Body, Respo
                 if let Some(f) = first.take() {
                     let _ = f.send(Ok(()));
                 }
-                tx.blocking_send(Ok(Bytes::from(chunk))).is_ok()
+                send_until(&tx, Bytes::from(chunk), deadline)
             };
             app2.engine.stream_query(&q, streamed, wait, &mut sink)
         };
@@ -234,7 +246,7 @@ async fn stream(app: &Arc<App>, q: String, streamed: bool) -> Result<Body, Respo
         }
     });
     match first_rx.await {
-        Ok(Ok(())) => Ok(Body::new(ChunkBody(rx))),
+        Ok(Ok(())) => Ok(Body::new(ChunkBody { rx, _place: place })),
         Ok(Err(e)) => Err(query_error(app, e)),
         Err(_) => Err(error(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -243,8 +255,36 @@ async fn stream(app: &Arc<App>, q: String, streamed: bool) -> Result<Body, Respo
     }
 }
 
-/// A body fed by the query thread, chunk by chunk.
-struct ChunkBody(tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>);
+/// Hands `chunk` to the client's body, waiting while the client reads slowly, but not past
+/// `deadline`; false when the client is gone or too slow.
+fn send_until(
+    tx: &tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    chunk: Bytes,
+    deadline: Instant,
+) -> bool {
+    use tokio::sync::mpsc::error::TrySendError;
+    let mut chunk = Ok(chunk);
+    loop {
+        match tx.try_send(chunk) {
+            Ok(()) => return true,
+            Err(TrySendError::Closed(_)) => return false,
+            Err(TrySendError::Full(back)) => {
+                if Instant::now() >= deadline {
+                    return false;
+                }
+                chunk = back;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+    }
+}
+
+/// A body fed by the query thread, chunk by chunk. It holds the request's place among those
+/// in flight until the client has read it all.
+struct ChunkBody {
+    rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+    _place: Option<tokio::sync::OwnedSemaphorePermit>,
+}
 
 impl http_body::Body for ChunkBody {
     type Data = Bytes;
@@ -254,7 +294,7 @@ impl http_body::Body for ChunkBody {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
-        self.0
+        self.rx
             .poll_recv(cx)
             .map(|c| c.map(|r| r.map(http_body::Frame::data)))
     }

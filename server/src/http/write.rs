@@ -165,14 +165,19 @@ async fn write_stages(
 /// count: their points wait in the WAL without holding up everyone else's).
 fn check_backlog(app: &App) -> Result<(), Response> {
     let backlog = app.scheduler.backlog();
-    if backlog.healthy_bytes > app.cfg.limits.max_wal_backlog_bytes.0 {
+    let limit = app.cfg.limits.max_wal_backlog_bytes.0;
+    // Failing tables may hold as much again, and no more: when every insert fails (the
+    // engine's disk is full, say), writes must still stop before the WAL's disk fills too.
+    if backlog.healthy_bytes > limit || backlog.bytes > limit.saturating_mul(2) {
         app.metrics
             .backpressure
             .with_label_values(&["flush_backlog"])
             .inc();
         return Err(retry_later(format!(
-            "flush backlog is {} bytes, above the limit of {}; retry",
-            backlog.healthy_bytes, app.cfg.limits.max_wal_backlog_bytes
+            "flush backlog is {} bytes ({} of them in tables whose flush is failing), above the limit of {}; retry",
+            backlog.bytes,
+            backlog.bytes - backlog.healthy_bytes,
+            app.cfg.limits.max_wal_backlog_bytes
         )));
     }
     Ok(())
@@ -228,7 +233,11 @@ async fn prepare(
     let app2 = app.clone();
     let prepared = tokio::task::spawn_blocking(move || {
         let raw_len = raw.len() as u64;
-        let body = decompress(gzip, raw, limit)?;
+        // The inflated body and its parse are charged as the body inflates, chunk by chunk,
+        // so a small body that inflates enormously is refused before it takes the memory.
+        let body = decompress(gzip, raw, limit, &mut |inflated| {
+            memory.grow_to(raw_len + inflated * (1 + PARSE_BYTES_PER_BODY_BYTE))
+        })?;
         let inflated = if gzip { body.len() as u64 } else { 0 };
         let need = raw_len + inflated + body.len() as u64 * PARSE_BYTES_PER_BODY_BYTE;
         if !memory.grow_to(need) {
