@@ -351,12 +351,12 @@ impl<'a, 's> Parser<'a, 's> {
     fn lookup_series(&mut self, key: &'a [u8], start: usize) -> Result<SeriesSlot, Fail> {
         if let Some((last, slot)) = self.last_key {
             if bytes_eq(last, key) {
-                return Ok(slot);
+                return self.uncommitted_within_limit(slot);
             }
         }
         let hash = KeyHash::of(key);
         let slot = match self.series.get(&hash) {
-            Some(slot) => *slot,
+            Some(slot) => self.uncommitted_within_limit(*slot)?,
             None => {
                 let slot = match self.schema.known_series(key, hash) {
                     Some(id) => self.known_slot(key, id, start)?,
@@ -376,6 +376,22 @@ impl<'a, 's> Parser<'a, 's> {
             }
         };
         self.last_key = Some((key, slot));
+        Ok(slot)
+    }
+
+    /// A series seen before in this body whose earlier lines all failed is still new: it
+    /// counts against the limit when this line commits, so the limit is checked again.
+    #[inline(always)]
+    fn uncommitted_within_limit(&self, slot: SeriesSlot) -> Result<SeriesSlot, Fail> {
+        if slot.pending != NO_PENDING
+            && self.committed_new_series >= self.max_new_series
+            && matches!(self.pending_series.get(slot.pending), Some(Some(_)))
+        {
+            return Err(LineErrorKind::SeriesLimit {
+                limit: self.max_new_series,
+            }
+            .into());
+        }
         Ok(slot)
     }
 

@@ -707,6 +707,12 @@ fn body_limits_reject_only_the_lines_past_them() {
     assert_eq!(out.points, 1);
     assert_eq!(out.rejected, 1, "{:?}", out.errors);
     assert_eq!(out.series_limited, 1);
+    // ...but it is still new when a later line of it is accepted: the limit holds then.
+    let out = limited("m,h=a v=oops\nm,h=b v=1\nm,h=a v=2\nm,h=b v=3", &|o| {
+        o.max_new_series = 1
+    });
+    assert_eq!(out.points, 2, "{:?}", out.errors);
+    assert_eq!(out.batches[0].series.len(), 1);
     let out = limited("m a=1\nm b=1\nm c=1", &|o| o.max_fields = 2);
     assert_eq!(out.points, 2);
     assert!(matches!(
