@@ -719,6 +719,57 @@ def add_database_and_retention_policy():
 
 
 @scenario
+def retention_edit_changes_ttl():
+    """Shorten a policy in the tenant: every pod's existing table gets the new TTL, its old rows
+    expire, and no other table loses a row."""
+    def ttl(base, table):
+        rows = sql_rows(base, "SELECT extract(create_table_query, ' TTL (.+?) SETTINGS ') AS ttl "
+                              f"FROM system.tables WHERE name = '{table}'")
+        return rows[0]["ttl"] if rows else None
+
+    def counts():
+        # Writes went to whichever pod the Service chose: the tenant's rows are the pods' sum.
+        total = {}
+        for p in tenant_pods():
+            base = ACC.pod(p)
+            have = tables(base)
+            for t in (f"{DB}_autogen_lp", f"{DB}_autogen_mp", f"{DB}_raw_lp"):
+                if t in have:
+                    c = int(sql_rows(base, f"SELECT count() AS c FROM {t}")[0]["c"])
+                    total[t] = total.get(t, 0) + c
+        return total
+
+    before = counts()
+    if before.get(f"{DB}_raw_lp") != 2:
+        raise Fail(f"expected the 2 rows written to {DB}/raw an hour before the run: {before}")
+    t = kget("ingesttenant", TENANT)
+    dbs = t["spec"]["databases"]
+    for rp in dbs[0]["retentionPolicies"]:
+        if rp["name"] == "raw":
+            rp["duration"] = "1h"  # the raw rows are older than that
+    patch_tenant({"spec": {"databases": dbs}})
+    want = "toDateTime(time) + toIntervalSecond(3600)"
+
+    def all_pods_have_new_ttl():
+        pods = tenant_pods()
+        got = {p["metadata"]["name"]: ttl(ACC.pod(p), f"{DB}_raw_lp") for p in pods if pod_ready(p)}
+        return got if len(got) == len(pods) and all(v in (want, None) for v in got.values()) \
+            and any(v == want for v in got.values()) else None
+    got = wait_for("the new TTL on every pod's table", all_pods_have_new_ttl, 420, interval=2)
+    wait_tenant_ready(timeout=300)
+    wait_for("the raw rows to expire", lambda: counts().get(f"{DB}_raw_lp", 0) == 0 or None, 180, interval=3)
+    after = counts()
+    for t in (f"{DB}_autogen_lp", f"{DB}_autogen_mp"):
+        if after.get(t) != before.get(t):
+            raise Fail(f"{t}: {before.get(t)} rows before the edit, {after.get(t)} after")
+    autogen = {p["metadata"]["name"]: ttl(ACC.pod(p), f"{DB}_autogen_lp") for p in tenant_pods()}
+    if any(v not in (None, "toDateTime(time) + toIntervalSecond(2592000)") for v in autogen.values()):
+        raise Fail(f"{DB}_autogen_lp's TTL changed: {autogen}")
+    return (f"{DB}_raw_lp TTL {want} on {sorted(got)}; its 2 rows expired; "
+            f"{DB}_autogen_lp/mp kept {before.get(DB + '_autogen_lp')}/{before.get(DB + '_autogen_mp')} rows")
+
+
+@scenario
 def operator_pod_deleted_tenant_untouched():
     """Delete the operator pods: the new ones take over and no tenant pod restarts."""
     pods_before = {p["metadata"]["name"]: pod_state(p)[:2] for p in tenant_pods()}

@@ -116,6 +116,14 @@ pub struct LimitsConfig {
     pub wal_queue_depth: u32,
     /// Committed but not yet flushed WAL bytes; above it writes answer 503 + Retry-After.
     pub max_wal_backlog_bytes: ByteSize,
+    /// Bytes the WAL's directory may take on disk (live entries, entries flushed but not yet
+    /// compacted away, logs); above it writes answer 503 + Retry-After while the space is
+    /// reclaimed.
+    pub max_wal_disk_bytes: ByteSize,
+    /// Free space the data volume must keep (for chDB's parts and merges, and the WAL's
+    /// compactions); below it writes answer 503 + Retry-After. At most a tenth of the volume
+    /// is asked for; 0 turns the check off.
+    pub min_free_disk_bytes: ByteSize,
     /// One in-memory table of the WAL (RocksDB memtable). Up to four are held, two sealed ones
     /// are written out together, so the WAL takes up to four times this in memory; larger
     /// ones let entries be deleted before they are ever written a second time (SST files).
@@ -157,6 +165,8 @@ impl Default for LimitsConfig {
             max_series: 1_000_000,
             wal_queue_depth: 256,
             max_wal_backlog_bytes: ByteSize(2 << 30),
+            max_wal_disk_bytes: ByteSize(8 << 30),
+            min_free_disk_bytes: ByteSize(1 << 30),
             wal_memtable_bytes: ByteSize(256 << 20),
             pretouch_bytes: ByteSize(512 << 20),
             max_fields_per_measurement: 1024,
@@ -465,7 +475,11 @@ impl ServerConfig {
         if self.limits.wal_queue_depth == 0 {
             return Err(ConfigError::Zero("limits.wal_queue_depth"));
         }
-        let nonzero: [(&'static str, u64); 9] = [
+        let nonzero: [(&'static str, u64); 10] = [
+            (
+                "limits.max_wal_disk_bytes",
+                self.limits.max_wal_disk_bytes.0,
+            ),
             (
                 "limits.max_fields_per_measurement",
                 self.limits.max_fields_per_measurement.into(),
@@ -571,6 +585,14 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
         "limits.max_wal_backlog_bytes",
     ),
     (
+        "SLUICE_LIMITS_MAX_WAL_DISK_BYTES",
+        "limits.max_wal_disk_bytes",
+    ),
+    (
+        "SLUICE_LIMITS_MIN_FREE_DISK_BYTES",
+        "limits.min_free_disk_bytes",
+    ),
+    (
         "SLUICE_LIMITS_WAL_MEMTABLE_BYTES",
         "limits.wal_memtable_bytes",
     ),
@@ -625,6 +647,8 @@ where
             "SLUICE_LIMITS_MAX_WAL_BACKLOG_BYTES" => {
                 cfg.limits.max_wal_backlog_bytes = v.parse()?
             }
+            "SLUICE_LIMITS_MAX_WAL_DISK_BYTES" => cfg.limits.max_wal_disk_bytes = v.parse()?,
+            "SLUICE_LIMITS_MIN_FREE_DISK_BYTES" => cfg.limits.min_free_disk_bytes = v.parse()?,
             "SLUICE_LIMITS_WAL_MEMTABLE_BYTES" => cfg.limits.wal_memtable_bytes = v.parse()?,
             "SLUICE_LIMITS_PRETOUCH_BYTES" => cfg.limits.pretouch_bytes = v.parse()?,
             "SLUICE_LIMITS_MAX_FIELDS_PER_MEASUREMENT" => {

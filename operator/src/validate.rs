@@ -210,6 +210,11 @@ pub fn server_config(spec: &IngestTenantSpec) -> Result<ServerConfig, SpecError>
             .ok_or_else(|| field("spec.limits.maxSeries", "must be at least 1"))?,
         wal_queue_depth: positive_u32("spec.limits.walQueueDepth", l.wal_queue_depth)?,
         max_wal_backlog_bytes: size("spec.limits.maxWalBacklogBytes", &l.max_wal_backlog_bytes)?,
+        max_wal_disk_bytes: wal_disk_bound(
+            size("spec.limits.maxWalDiskBytes", &l.max_wal_disk_bytes)?,
+            &spec.storage.size,
+        ),
+        min_free_disk_bytes: size("spec.limits.minFreeDiskBytes", &l.min_free_disk_bytes)?,
         wal_memtable_bytes: size("spec.limits.walMemtableBytes", &l.wal_memtable_bytes)?,
         pretouch_bytes: size("spec.limits.pretouchBytes", &l.pretouch_bytes)?,
         max_fields_per_measurement: positive_u32(
@@ -294,8 +299,26 @@ fn is_dns1035_label(s: &str) -> bool {
         && b[b.len() - 1] != b'-'
 }
 
+/// The WAL shares the pod's volume with chDB's tables: it may take at most half of it, whatever
+/// `spec.limits.maxWalDiskBytes` says (a volume size in a unit the server's sizes do not know,
+/// such as `1e10`, leaves the limit as set).
+fn wal_disk_bound(limit: ByteSize, volume: &str) -> ByteSize {
+    match volume.trim().parse::<ByteSize>() {
+        Ok(v) if v.0 / 2 < limit.0 => ByteSize(v.0 / 2),
+        _ => limit,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_wal_takes_at_most_half_the_volume() {
+        let g = ByteSize(8 << 30);
+        assert_eq!(wal_disk_bound(g, "10Gi"), ByteSize(5 << 30));
+        assert_eq!(wal_disk_bound(g, "100Gi"), g);
+        assert_eq!(wal_disk_bound(g, "1e10"), g);
+    }
     use super::*;
     use crate::crd::{AuthSpec, DatabaseSpec, RetentionPolicySpec, ScalingSpec, SecretKeyRef};
     use kube::api::ObjectMeta;
@@ -334,7 +357,12 @@ mod tests {
     fn defaults_render_the_servers_own_defaults() {
         let v = validate(&tenant("acme", IngestTenantSpec::defaults())).unwrap();
         assert_eq!(v.config.pool, PoolConfig::default());
-        assert_eq!(v.config.limits, LimitsConfig::default());
+        // ...but for the WAL's share of the default 10Gi volume.
+        let limits = LimitsConfig {
+            max_wal_disk_bytes: ByteSize(5 << 30),
+            ..LimitsConfig::default()
+        };
+        assert_eq!(v.config.limits, limits);
         assert_eq!(v.config.listen, "0.0.0.0:8086");
         assert_eq!(v.config.data_dir, DATA_DIR);
         assert!(v.config.auth.tokens_file.is_none());

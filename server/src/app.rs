@@ -25,6 +25,8 @@ pub enum StartError {
         path: String,
         source: std::io::Error,
     },
+    #[error("cannot start the disk-watch thread: {0}")]
+    DiskWatch(std::io::Error),
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error("write-ahead log: {0}")]
@@ -57,6 +59,8 @@ pub struct App {
     /// Takes writes: false while replaying and while draining.
     pub ready: AtomicBool,
     pub draining: AtomicBool,
+    /// The data volume's last sample (see [`crate::disk`]).
+    pub disk: Arc<crate::disk::DiskWatch>,
     workers: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -104,17 +108,19 @@ impl App {
         let metrics = Arc::new(Metrics::new());
         metrics.series_limit.set(cfg.limits.max_series as i64);
         // Writers: one per flush worker plus one for DDL on the request path.
-        let engine = Arc::new(Engine::open(
+        let memory = crate::memory::plan(&cfg, crate::memory::memory_limit());
+        let engine = Arc::new(Engine::open_within(
             &data.join("chdb"),
             cfg.pool.flush_workers as usize + 1,
             cfg.pool.connections as usize,
             &cfg.query,
+            memory.engine_memory_bytes(),
         )?);
         tracing::info!(version = engine.version(), "chDB engine open");
         let scheduler = Scheduler::new(
             cfg.pool.max_points_per_batch as u64,
             cfg.pool.flush_interval,
-            crate::memory::plan(&cfg, crate::memory::memory_limit()).flush_retained_bytes,
+            memory.flush_retained_bytes,
         );
         let wal = {
             let s = scheduler.clone();
@@ -153,6 +159,18 @@ impl App {
             );
         }
         scheduler.committed(&wal.pending()?);
+        let disk = Arc::new(crate::disk::DiskWatch::new());
+        let disk_watch = crate::disk::start(crate::disk::Watched {
+            watch: disk.clone(),
+            wal: wal.clone(),
+            scheduler: scheduler.clone(),
+            metrics: metrics.clone(),
+            data_dir: data.clone(),
+            // Two memtables, written out before their entries were flushed and deleted.
+            reclaim_slack: 2 * cfg.limits.wal_memtable_bytes.0,
+            limits: cfg.limits.clone(),
+        })
+        .map_err(StartError::DiskWatch)?;
         let ingest = Ingest {
             catalog,
             wal,
@@ -173,7 +191,8 @@ impl App {
             ),
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
-            workers: std::sync::Mutex::new(Vec::new()),
+            disk,
+            workers: std::sync::Mutex::new(vec![disk_watch]),
             cfg,
         }))
     }
@@ -235,6 +254,7 @@ impl App {
         self.scheduler.drain();
         let flushed = self.scheduler.wait_empty(timeout);
         self.scheduler.stop();
+        self.disk.stop();
         let workers: Vec<_> = self
             .workers
             .lock()

@@ -37,6 +37,22 @@ pub const CHDB_MALLOC_CONF: (&str, &str) = (
     "dirty_decay_ms:20000,muzzy_decay_ms:20000,prof_active:false",
 );
 
+/// [`CHDB_MALLOC_CONF`]'s value under a small memory limit: freed pages go back after 1 s, so
+/// the buffers of twenty seconds of inserts are not held on top of everything else (under a
+/// 512 MiB limit the kernel killed the server at 600,000 points/s with the 20 s decay).
+pub const CHDB_MALLOC_CONF_SMALL: &str = "dirty_decay_ms:1000,muzzy_decay_ms:0,prof_active:false";
+
+/// Memory limits below this use [`CHDB_MALLOC_CONF_SMALL`].
+pub const SMALL_MEMORY_LIMIT: u64 = 4 << 30;
+
+/// chDB's allocator settings for a process that may use `limit` bytes.
+pub fn chdb_malloc_conf(limit: Option<u64>) -> &'static str {
+    match limit {
+        Some(l) if l < SMALL_MEMORY_LIMIT => CHDB_MALLOC_CONF_SMALL,
+        _ => CHDB_MALLOC_CONF.1,
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("libchdb reports version {found}, but sluice is built for {EXPECTED_ENGINE_VERSION}: install the matching library with scripts/setup")]
@@ -225,6 +241,21 @@ impl Engine {
         readers: usize,
         reader_limits: &QueryConfig,
     ) -> Result<Self, EngineError> {
+        Self::open_within(path, writers, readers, reader_limits, None)
+    }
+
+    /// [`Engine::open`] with the engine's own allocations (inserts, merges, queries, caches)
+    /// limited to `memory_bytes`: past it the engine fails the allocation's insert, merge or
+    /// query (an insert is retried from the WAL) instead of the kernel killing the process.
+    /// chDB otherwise allows itself 90 % of the cgroup's limit, as if nothing else were in the
+    /// process.
+    pub fn open_within(
+        path: &Path,
+        writers: usize,
+        readers: usize,
+        reader_limits: &QueryConfig,
+        memory_bytes: Option<u64>,
+    ) -> Result<Self, EngineError> {
         let version = check_library_version()?;
         // chDB would otherwise install handlers for SIGTERM/SIGINT and friends; the server
         // handles its own signals so that shutdown can drain the WAL.
@@ -234,11 +265,14 @@ impl Engine {
             source: e.into(),
         })?;
         let arg = format!("--path={}", path.display());
+        let memory = memory_bytes.map(|b| format!("--max_server_memory_usage={b}"));
+        let mut writer_args: Vec<&str> = vec![MERGE_NICE];
+        writer_args.extend(memory.as_deref());
         let settings = reader_settings(reader_limits);
-        let mut reader_args: Vec<&str> = vec![MERGE_NICE];
+        let mut reader_args = writer_args.clone();
         reader_args.extend(settings.iter().map(String::as_str));
         Ok(Self {
-            writers: Pool::open(&arg, &[MERGE_NICE], writers, path)?,
+            writers: Pool::open(&arg, &writer_args, writers, path)?,
             readers: Pool::open(&arg, &reader_args, readers, path)?,
             reader_count: readers.max(1),
             version,

@@ -109,6 +109,8 @@ pub struct Prepared {
     pub rejections: Rejections,
     /// Points dropped because their series would exceed the cardinality limit.
     pub over_limit: usize,
+    /// Of those, the points dropped by the per-request limit on new series.
+    pub request_series_limited: usize,
     /// Series claimed for `target`'s database, given back if the write fails.
     claimed: Vec<u64>,
     /// Raw keys of the series this write claims, remembered once it is durable.
@@ -126,6 +128,8 @@ pub struct Outcome {
     /// The earliest line refused for a reason other than its syntax, if any.
     pub first_rejected: Option<String>,
     pub over_limit: usize,
+    /// Of `over_limit`, the points over `limits.max_new_series_per_request`.
+    pub request_series_limited: usize,
     pub parse_only: bool,
 }
 
@@ -309,6 +313,7 @@ impl Ingest {
             points,
             rejections,
             over_limit,
+            request_series_limited: series_limited,
             claimed: claimed_all,
             claimed_keys,
             target: target.clone(),
@@ -322,6 +327,7 @@ impl Ingest {
             points,
             rejections,
             over_limit,
+            request_series_limited,
             claimed,
             claimed_keys,
             target,
@@ -359,6 +365,7 @@ impl Ingest {
             errors: rejections.kept.into_iter().map(|r| r.message).collect(),
             first_rejected: rejections.first_rejected.map(|r| r.message),
             over_limit,
+            request_series_limited,
             parse_only,
         })
     }

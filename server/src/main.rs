@@ -49,7 +49,8 @@ fn keep_freed_memory() {
 /// defaults, only slower.
 fn configure_chdb_allocator() -> Option<std::io::Error> {
     use std::os::unix::process::CommandExt;
-    let (var, value) = CHDB_MALLOC_CONF;
+    let var = CHDB_MALLOC_CONF.0;
+    let value = sluice_server::engine::chdb_malloc_conf(memory::memory_limit());
     if std::env::var_os(var).is_some() {
         return None;
     }
@@ -246,6 +247,8 @@ fn main() -> ExitCode {
         requests = plan.request_memory_bytes,
         queries = u64::from(cfg.pool.connections) * plan.query_memory_bytes,
         pretouch = plan.pretouch_bytes,
+        max_points_per_batch = plan.max_points_per_batch,
+        engine = plan.engine_memory_bytes(),
         bounded = plan.bounded_bytes(cfg.pool.connections),
         "memory budget"
     );

@@ -26,6 +26,9 @@ pub struct Metrics {
     pub points_flushed: IntCounter,
     pub wal_backlog_bytes: IntGauge,
     pub wal_backlog_points: IntGauge,
+    pub wal_disk_bytes: IntGauge,
+    pub wal_reclaims: IntCounter,
+    pub data_free_bytes: IntGauge,
     pub wal_oldest_age: Gauge,
     pub wal_queue: IntGauge,
     pub wal_group_requests: Histogram,
@@ -108,6 +111,18 @@ impl Metrics {
             wal_backlog_points: reg!(IntGauge::new(
                 "wal_backlog_points",
                 "Committed points not yet flushed to chDB"
+            )),
+            wal_disk_bytes: reg!(IntGauge::new(
+                "wal_disk_bytes",
+                "Bytes the WAL's directory takes on disk (live, flushed but not yet compacted, logs)"
+            )),
+            wal_reclaims: reg!(IntCounter::new(
+                "wal_reclaims_total",
+                "Compactions run to free the WAL space of flushed entries"
+            )),
+            data_free_bytes: reg!(IntGauge::new(
+                "data_free_bytes",
+                "Bytes free on the data volume"
             )),
             wal_oldest_age: reg!(Gauge::new(
                 "wal_oldest_unflushed_age_seconds",

@@ -34,6 +34,17 @@ pub struct LimitsSpec {
     #[schemars(length(min = 1, max = 32))]
     #[x_kube(validation = rule_size())]
     pub max_wal_backlog_bytes: String,
+    /// Bytes the WAL may take on disk, flushed entries not yet compacted away included (503
+    /// beyond). Keep it below the volume's size (`spec.storage`).
+    #[serde(default = "default_max_wal_disk_bytes")]
+    #[schemars(length(min = 1, max = 32))]
+    #[x_kube(validation = rule_size())]
+    pub max_wal_disk_bytes: String,
+    /// Free space the data volume keeps; writes get 503 below it; 0 turns the check off.
+    #[serde(default = "default_min_free_disk_bytes")]
+    #[schemars(length(min = 1, max = 32))]
+    #[x_kube(validation = rule_size())]
+    pub min_free_disk_bytes: String,
     /// One in-memory table of the WAL; the WAL holds up to four in memory.
     #[serde(default = "default_wal_memtable_bytes")]
     #[schemars(length(min = 1, max = 32))]
@@ -88,6 +99,8 @@ impl Default for LimitsSpec {
             max_series: default_max_series(),
             wal_queue_depth: default_wal_queue_depth(),
             max_wal_backlog_bytes: default_max_wal_backlog_bytes(),
+            max_wal_disk_bytes: default_max_wal_disk_bytes(),
+            min_free_disk_bytes: default_min_free_disk_bytes(),
             wal_memtable_bytes: default_wal_memtable_bytes(),
             pretouch_bytes: default_pretouch_bytes(),
             max_fields_per_measurement: default_max_fields_per_measurement(),
@@ -116,6 +129,12 @@ fn default_wal_queue_depth() -> i32 {
 }
 fn default_max_wal_backlog_bytes() -> String {
     LimitsConfig::default().max_wal_backlog_bytes.to_string()
+}
+fn default_max_wal_disk_bytes() -> String {
+    LimitsConfig::default().max_wal_disk_bytes.to_string()
+}
+fn default_min_free_disk_bytes() -> String {
+    LimitsConfig::default().min_free_disk_bytes.to_string()
 }
 fn default_wal_memtable_bytes() -> String {
     LimitsConfig::default().wal_memtable_bytes.to_string()

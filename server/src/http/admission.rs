@@ -52,7 +52,6 @@ impl Admission {
         Reservation {
             memory: self.memory.clone(),
             total_units: self.memory_units,
-            held: Vec::new(),
             units: 0,
         }
     }
@@ -63,11 +62,11 @@ impl Admission {
     }
 }
 
-/// Request memory held until the request is done (dropped with it).
+/// Request memory held until the request is done (given back when dropped). Its permits are
+/// taken out of the semaphore (`forget`) and added back by count, so it can also shrink.
 pub struct Reservation {
     memory: Arc<Semaphore>,
     total_units: u32,
-    held: Vec<OwnedSemaphorePermit>,
     units: u32,
 }
 
@@ -81,13 +80,9 @@ impl Reservation {
         if want <= self.units {
             return true;
         }
-        match self
-            .memory
-            .clone()
-            .try_acquire_many_owned(want - self.units)
-        {
+        match self.memory.try_acquire_many(want - self.units) {
             Ok(p) => {
-                self.held.push(p);
+                p.forget();
                 self.units = want;
                 true
             }
@@ -95,8 +90,25 @@ impl Reservation {
         }
     }
 
+    /// Holds at most `bytes` (at least one unit), giving the rest back.
+    pub fn shrink_to(&mut self, bytes: u64) {
+        let want = u32::try_from(bytes.div_ceil(UNIT))
+            .unwrap_or(u32::MAX)
+            .max(1);
+        if want < self.units {
+            self.memory.add_permits((self.units - want) as usize);
+            self.units = want;
+        }
+    }
+
     pub fn bytes(&self) -> u64 {
         self.units as u64 * UNIT
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.memory.add_permits(self.units as usize);
     }
 }
 
@@ -125,5 +137,12 @@ mod tests {
         assert_eq!(a.memory_available(), 4 * UNIT);
         assert!(other.grow_to(100 * UNIT), "clamped to the whole budget");
         assert_eq!(other.bytes(), 10 * UNIT);
+        other.shrink_to(3 * UNIT);
+        assert_eq!(other.bytes(), 3 * UNIT);
+        assert_eq!(a.memory_available(), 7 * UNIT);
+        other.shrink_to(0);
+        assert_eq!(other.bytes(), UNIT, "at least one unit is held");
+        drop(other);
+        assert_eq!(a.memory_available(), 10 * UNIT);
     }
 }

@@ -152,18 +152,31 @@ async fn write_stages(
         }
         refusal(e, limits.max_body_bytes.0, limits.body_read_timeout)
     })?;
-    let prepared = prepare(app, target, precision, headers, raw, memory).await?;
+    let (prepared, memory) = prepare(app, target, precision, headers, raw, memory).await?;
     let offered = (prepared.points + prepared.rejections.len() + prepared.over_limit) as u64;
     app.metrics.points_offered.inc_by(offered);
-    app.ingest
+    let outcome = app
+        .ingest
         .commit(prepared)
         .await
-        .map_err(|e| write_error(app, e))
+        .map_err(|e| write_error(app, e));
+    // Held until the entries are durable: requests waiting for the WAL's committer (up to
+    // `wal_queue_depth` of them) hold their entries, uncounted they could hold more than the
+    // whole request budget under overload.
+    drop(memory);
+    outcome
 }
 
 /// Writes wait while the flush is too far behind (the tables whose flush keeps failing do not
 /// count: their points wait in the WAL without holding up everyone else's).
 fn check_backlog(app: &App) -> Result<(), Response> {
+    if let Some(refusal) = app.disk.refusal(&app.cfg.limits) {
+        app.metrics
+            .backpressure
+            .with_label_values(&[refusal.label()])
+            .inc();
+        return Err(retry_later(refusal.to_string()));
+    }
     let backlog = app.scheduler.backlog();
     let limit = app.cfg.limits.max_wal_backlog_bytes.0;
     // Failing tables may hold as much again, and no more: when every insert fails (the
@@ -223,7 +236,7 @@ async fn prepare(
     headers: &HeaderMap,
     raw: Bytes,
     mut memory: Reservation,
-) -> Result<Prepared, Response> {
+) -> Result<(Prepared, Reservation), Response> {
     let gzip = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
@@ -272,9 +285,19 @@ async fn prepare(
             ))
         }
         Ok(Ok((Err(e), _))) => Err(write_error(app, e)),
-        // The reservation is dropped here: what stays until the commit is the encoded entries.
-        Ok(Ok((Ok(p), _memory))) => Ok(p),
+        // What stays until the commit is the encoded entries and the parsed batches they
+        // hand to the flush.
+        Ok(Ok((Ok(p), mut memory))) => {
+            memory.shrink_to(entries_bytes(&p));
+            Ok((p, memory))
+        }
     }
+}
+
+/// Memory a prepared write holds until it is durable: each entry's encoded payload and, about as
+/// large again with its padding, the parsed batch kept for the flush.
+fn entries_bytes(p: &Prepared) -> u64 {
+    p.entries.iter().map(|e| e.payload.len() as u64 * 2).sum()
 }
 
 /// InfluxDB's answer for a write: 204, or the dropped lines.
@@ -293,13 +316,19 @@ fn answer(app: &App, outcome: Outcome) -> Response {
             .points_rejected
             .with_label_values(&["series_limit"])
             .inc_by(outcome.over_limit as u64);
-        return error(
-            StatusCode::UNPROCESSABLE_ENTITY,
+        // InfluxDB's words for its own limit; the per-request one is named by its setting.
+        let message = if outcome.over_limit > outcome.request_series_limited {
             format!(
                 "partial write: max-series limit exceeded: ({}) dropped={}",
                 app.cfg.limits.max_series, outcome.dropped
-            ),
-        );
+            )
+        } else {
+            format!(
+                "partial write: new series per request limit exceeded (limits.max_new_series_per_request: {}) dropped={}",
+                app.cfg.limits.max_new_series_per_request, outcome.dropped
+            )
+        };
+        return error(StatusCode::UNPROCESSABLE_ENTITY, message);
     }
     if outcome.dropped == 0 {
         return StatusCode::NO_CONTENT.into_response();

@@ -23,6 +23,9 @@ use std::time::Instant;
 use rocksdb::{Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
 use sluice_core::MeasurementBatch;
 
+mod space;
+pub use space::should_reclaim;
+
 #[derive(Debug, thiserror::Error)]
 pub enum WalError {
     #[error("write-ahead log queue is full ({0} requests waiting)")]
@@ -87,6 +90,9 @@ pub struct Wal {
     capacity: usize,
     committer: Mutex<Option<JoinHandle<()>>>,
     last_seq: Arc<AtomicU64>,
+    /// Per table, the highest sequence deleted since the last [`Wal::reclaim`]: the key ranges
+    /// whose files hold entries that only a compaction frees.
+    deleted: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 const LAST_SEQ: &[u8] = b"mlast_seq";
@@ -229,6 +235,7 @@ impl Wal {
             capacity: queue_depth,
             committer: Mutex::new(Some(committer)),
             last_seq,
+            deleted: Mutex::new(Default::default()),
         })
     }
 
@@ -379,6 +386,9 @@ impl Wal {
         let mut wo = WriteOptions::default();
         wo.set_sync(true);
         self.db.write_opt(batch, &wo)?;
+        let mut deleted = self.deleted.lock().unwrap_or_else(|p| p.into_inner());
+        let upto = deleted.entry(table.to_owned()).or_default();
+        *upto = (*upto).max(last);
         Ok(())
     }
 
@@ -483,20 +493,24 @@ fn committer_loop(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::Mutex;
 
-    struct NoObs;
+    pub(super) struct NoObs;
     impl CommitObserver for NoObs {
         fn group_committed(&self, _: usize, _: u64, _: f64) {}
     }
 
     fn entry(table: &str, rows: u32, byte: u8) -> Entry {
+        entry_of(table, rows, byte, 10)
+    }
+
+    pub(super) fn entry_of(table: &str, rows: u32, byte: u8, len: usize) -> Entry {
         Entry {
             table: table.into(),
             rows,
-            payload: vec![byte; 10],
+            payload: vec![byte; len],
             batch: None,
         }
     }
