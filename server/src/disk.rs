@@ -162,7 +162,7 @@ pub fn start(w: Watched) -> std::io::Result<JoinHandle<()>> {
 fn watch_loop(w: Watched) {
     let mut last_reclaim: Option<Instant> = None;
     while !w.watch.stop.load(Ordering::Acquire) {
-        sample(&w);
+        let before = sample(&w);
         let live = w.scheduler.backlog().bytes;
         let sst = w.wal.sst_bytes();
         let due = last_reclaim.is_none_or(|t| t.elapsed() >= RECLAIM_AT_MOST_EVERY);
@@ -174,7 +174,6 @@ fn watch_loop(w: Watched) {
         );
         if due && (over || should_reclaim(sst, live, w.reclaim_slack)) {
             let started = Instant::now();
-            let before = w.wal.disk_bytes();
             if over {
                 w.wal.flush_memtables();
             }
