@@ -273,9 +273,18 @@ def sluice_sql(base, q, timeout=30):
 # sluice-load
 
 
-def run_load(args, json_path, log_path, timeout):
+def pinned(argv, cpus):
+    """`argv` run on the CPUs `cpus` only (taskset's list syntax, "1" or "0-1"), or unchanged.
+
+    A server pinned to one core is a pod with a one-CPU limit: the threads it sizes from the
+    CPUs it may use (its runtime's, the engine's) see one, and the load generator pinned to
+    the other core does not take the server's time."""
+    return ["taskset", "-c", cpus] + argv if cpus else argv
+
+
+def run_load(args, json_path, log_path, timeout, cpus=None):
     """Runs sluice-load with `args` (plus --json, --quiet); returns the parsed JSON or None."""
-    argv = [LOAD] + args + ["--json", json_path, "--quiet"]
+    argv = pinned([LOAD] + args + ["--json", json_path, "--quiet"], cpus)
     with open(log_path, "ab") as out:
         out.write(("$ " + " ".join(argv) + "\n").encode())
         out.flush()

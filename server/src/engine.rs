@@ -312,17 +312,34 @@ impl Engine {
         }
         let mut finished = false;
         let result = crate::priority::keep(|| {
-            let mut stream = conn
-                .query_stream(sql, OutputFormat::JSON)
-                .map_err(|e| QueryError::Engine(e.to_string()))?;
-            while let Some(chunk) = stream
-                .next_chunk()
-                .map_err(|e| QueryError::Engine(e.to_string()))?
+            let mut delivered = false;
             {
-                if chunk.data_ref().is_empty() {
-                    continue;
+                let mut stream = conn
+                    .query_stream(sql, OutputFormat::JSON)
+                    .map_err(|e| QueryError::Engine(e.to_string()))?;
+                while let Some(chunk) = stream
+                    .next_chunk()
+                    .map_err(|e| QueryError::Engine(e.to_string()))?
+                {
+                    if chunk.data_ref().is_empty() {
+                        continue;
+                    }
+                    delivered = true;
+                    if !sink(chunk.data_ref().to_vec()) {
+                        return Ok(());
+                    }
                 }
-                if !sink(chunk.data_ref().to_vec()) {
+            }
+            if !delivered {
+                // An empty result's whole output (a JSON document with `"rows": 0`, a
+                // `TSVWithNames` header) comes in the stream's last chunk, which chdb-rust's
+                // iterator drops: it takes a chunk that read no rows for the end. Without this a
+                // query with no rows answered 200 with an empty body, which no client parses.
+                // The second run costs as much as the first, but only for an empty result.
+                let r = conn
+                    .query(sql, OutputFormat::JSON)
+                    .map_err(|e| QueryError::Engine(e.to_string()))?;
+                if !r.data_ref().is_empty() && !sink(r.data_ref().to_vec()) {
                     return Ok(());
                 }
             }

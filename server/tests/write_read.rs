@@ -458,6 +458,25 @@ fn sql_is_read_only_and_refuses_the_outside_world() {
     }
     // Data untouched.
     s.wait_sql("SELECT count() FROM q_autogen_m", "1");
+    // A result with no rows is still a whole answer in the format asked for.
+    let r = s.request(
+        "POST",
+        "/sql",
+        &[],
+        b"SELECT v FROM q_autogen_m WHERE v > 5",
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: serde_json::Value = serde_json::from_str(&r.body)
+        .unwrap_or_else(|e| panic!("empty result is not JSON ({e}): {:?}", r.body));
+    assert_eq!(v["rows"], 0, "{}", r.body);
+    assert_eq!(v["meta"][0]["name"], "v", "{}", r.body);
+    let r = s.request(
+        "POST",
+        "/sql",
+        &[],
+        b"SELECT name FROM system.tables WHERE name = 'nope' FORMAT TSVWithNames",
+    );
+    assert_eq!((r.status, r.body.as_str()), (200, "name\n"));
     let r = s.request("POST", "/sql", &[], b"SELECT nope FROM nowhere");
     assert_eq!(r.status, 400, "{}", r.body);
 }
