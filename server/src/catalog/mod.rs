@@ -303,6 +303,37 @@ impl Catalog {
             .and_then(|d| d.get(db).map(|d| d.policies.clone()))
     }
 
+    /// The measurements of `db`'s policy `rp` that have a table, with their fields: what a
+    /// read of that policy can find.
+    pub fn measurements(
+        &self,
+        db: &str,
+        rp: &str,
+    ) -> BTreeMap<String, BTreeMap<String, FieldType>> {
+        let dbs = self.databases.read().unwrap_or_else(|p| p.into_inner());
+        let prefix = table_name(db, rp, "");
+        self.tables
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(t, _)| t.starts_with(&prefix) && policy_of(t, &dbs) == Some((db, rp)))
+            .map(|(t, fields)| {
+                (
+                    t[prefix.len()..].to_string(),
+                    fields.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+                )
+            })
+            .collect()
+    }
+
+    /// The default policy of `db`, if the database exists.
+    pub fn default_policy(&self, db: &str) -> Option<String> {
+        let dbs = self.databases.read().unwrap_or_else(|p| p.into_inner());
+        dbs.get(db)
+            .and_then(|d| d.default_policy())
+            .map(|p| p.name.clone())
+    }
+
     /// Creates `db` unless it exists, with `policy` as its default policy (InfluxDB's
     /// `autogen`, infinite, when `None`). Returns whether it was created.
     pub fn create_database(

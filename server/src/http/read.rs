@@ -9,14 +9,11 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
-use sluice_core::config::RetentionPolicyConfig;
 
 use super::body::read_body;
 use super::{authorize, error, observe, retry_later};
 use crate::app::App;
 use crate::engine::QueryError;
-use crate::influxql::{self, Statement};
 use crate::sql_guard;
 
 /// Largest query text accepted.
@@ -79,7 +76,7 @@ pub(super) async fn query(
             Ok(()) => match query_param(&app, &params, &method, &headers, body).await {
                 Err(r) => r,
                 Ok(None) => error(StatusCode::BAD_REQUEST, "missing required parameter \"q\""),
-                Ok(Some(q)) => influx_query(&app, &q),
+                Ok(Some(q)) => influx_query(&app, q, &params).await,
             },
         },
     };
@@ -98,46 +95,31 @@ pub(super) fn too_many_requests(app: &App) -> Response {
     ))
 }
 
-fn influx_query(app: &App, q: &str) -> Response {
-    let statements = match influxql::parse(q) {
-        Ok(s) => s,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
-    };
-    let catalog = &app.ingest.catalog;
-    let mut results = Vec::new();
-    for (id, s) in statements.into_iter().enumerate() {
-        let r = match s {
-            Statement::ShowDatabases => influxql::result_databases(id, &catalog.database_names()),
-            Statement::ShowRetentionPolicies { db } => {
-                let db = db.unwrap_or_default();
-                match catalog.policies(&db) {
-                    Some(p) => influxql::result_policies(id, &p),
-                    None => influxql::result_error(id, &format!("database not found: {db}")),
-                }
-            }
-            Statement::CreateDatabase {
-                name,
-                duration,
-                policy,
-            } => {
-                let rp = (duration.is_some() || policy.is_some()).then(|| RetentionPolicyConfig {
-                    name: policy.unwrap_or_else(|| "autogen".into()),
-                    duration: duration.unwrap_or_default(),
-                    default: true,
-                });
-                match catalog.create_database(&name, rp, &app.ingest.wal) {
-                    Ok(_) => influxql::result_ok(id),
-                    Err(e) => influxql::result_error(id, &e.to_string()),
-                }
-            }
-            Statement::Unsupported(stmt) => influxql::result_error(
-                id,
-                &format!("statement not supported by sluice's /query (use /sql): {stmt}"),
-            ),
+/// Runs an InfluxQL request on a blocking thread (planning reads the catalog, the engine
+/// blocks) and answers in InfluxDB's shape: 200 with per-statement errors, 400 for a query
+/// that does not parse.
+async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String>) -> Response {
+    let app2 = app.clone();
+    let (db, rp, epoch) = (
+        params.get("db").cloned(),
+        params.get("rp").cloned(),
+        params.get("epoch").cloned(),
+    );
+    let answer = tokio::task::spawn_blocking(move || {
+        let req = crate::query::Request {
+            q: &q,
+            db: db.as_deref(),
+            rp: rp.as_deref(),
+            epoch: epoch.as_deref(),
         };
-        results.push(r);
+        crate::query::run(&app2, &req)
+    })
+    .await;
+    match answer {
+        Ok(crate::query::Answer::Results(v)) => (StatusCode::OK, axum::Json(v)).into_response(),
+        Ok(crate::query::Answer::ParseError(msg)) => error(StatusCode::BAD_REQUEST, msg),
+        Err(e) => task_failed(e),
     }
-    (StatusCode::OK, axum::Json(json!({ "results": results }))).into_response()
 }
 
 pub(super) async fn sql(
@@ -323,22 +305,7 @@ fn query_error(app: &App, e: QueryError) -> Response {
         QueryError::Engine(msg) => msg,
     };
     app.metrics.chdb_errors.with_label_values(&["query"]).inc();
-    let q = &app.cfg.query;
-    let limit = if msg.contains("TIMEOUT_EXCEEDED") {
-        Some(format!(
-            "query.timeout ({})",
-            sluice_core::config::format_duration(q.timeout)
-        ))
-    } else if msg.contains("MEMORY_LIMIT_EXCEEDED") {
-        Some(format!("query.max_memory_bytes ({})", q.max_memory_bytes))
-    } else if msg.contains("TOO_MANY_ROWS_OR_BYTES") {
-        Some(format!("query.max_result_bytes ({})", q.max_result_bytes))
-    } else if msg.contains("TOO_MANY_ROWS") {
-        Some(format!("query.max_rows_to_read ({})", q.max_rows_to_read))
-    } else {
-        None
-    };
-    match limit {
+    match crate::query::limit_hit(&app.cfg.query, &msg) {
         Some(limit) => error(
             StatusCode::BAD_REQUEST,
             format!("query stopped: it exceeded {limit}: {msg}"),

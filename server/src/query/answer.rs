@@ -1,0 +1,93 @@
+//! The answers of the statements about databases and policies, in InfluxDB 1.x's shape.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use sluice_core::config::RetentionPolicyConfig;
+
+/// Go's `time.Duration` rendering, which InfluxDB uses for policy durations (`720h0m0s`).
+pub fn go_duration(d: Option<Duration>) -> String {
+    let Some(d) = d else { return "0s".into() };
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    if h > 0 {
+        format!("{h}h{m}m{s}s")
+    } else if m > 0 {
+        format!("{m}m{s}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// InfluxDB's default shard-group duration for a policy: 1h under two days, 1d under six
+/// months, otherwise (and for infinite policies) 7d. sluice has no shards; clients display it.
+pub fn shard_group_duration(policy: Option<Duration>) -> Duration {
+    const DAY: u64 = 86_400;
+    match policy.map(|d| d.as_secs()) {
+        Some(s) if s < 2 * DAY => Duration::from_secs(3_600),
+        Some(s) if s < 180 * DAY => Duration::from_secs(DAY),
+        _ => Duration::from_secs(7 * DAY),
+    }
+}
+
+pub fn result_ok(id: usize) -> Value {
+    json!({ "statement_id": id })
+}
+
+pub fn result_error(id: usize, message: &str) -> Value {
+    json!({ "statement_id": id, "error": message })
+}
+
+pub fn result_databases(id: usize, names: &[String]) -> Value {
+    let values: Vec<Value> = names.iter().map(|n| json!([n])).collect();
+    json!({
+        "statement_id": id,
+        "series": [{ "name": "databases", "columns": ["name"], "values": values }]
+    })
+}
+
+pub fn result_policies(id: usize, policies: &[RetentionPolicyConfig]) -> Value {
+    let values: Vec<Value> = policies
+        .iter()
+        .map(|p| {
+            json!([
+                p.name,
+                go_duration(p.duration.0),
+                go_duration(Some(shard_group_duration(p.duration.0))),
+                1,
+                p.default
+            ])
+        })
+        .collect();
+    json!({
+        "statement_id": id,
+        "series": [{
+            "columns": ["name", "duration", "shardGroupDuration", "replicaN", "default"],
+            "values": values
+        }]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_render_like_go() {
+        assert_eq!(go_duration(None), "0s");
+        assert_eq!(
+            go_duration(Some(Duration::from_secs(30 * 86400))),
+            "720h0m0s"
+        );
+        assert_eq!(go_duration(Some(Duration::from_secs(90))), "1m30s");
+        assert_eq!(
+            shard_group_duration(Some(Duration::from_secs(86_400))),
+            Duration::from_secs(3_600)
+        );
+        assert_eq!(
+            shard_group_duration(Some(Duration::from_secs(30 * 86_400))),
+            Duration::from_secs(86_400)
+        );
+        assert_eq!(shard_group_duration(None), Duration::from_secs(7 * 86_400));
+    }
+}

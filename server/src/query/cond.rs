@@ -1,0 +1,441 @@
+//! InfluxQL expressions as ClickHouse SQL over one measurement table (`m`) and its series'
+//! tags (`s.tags`), and the time range InfluxDB takes out of a `WHERE` clause.
+//!
+//! A name is a field when the measurement has a field of that name, else a tag (a `::tag` or
+//! `::field` cast decides instead), as InfluxDB resolves it. A missing tag reads as `''`, which
+//! is what InfluxDB compares it as too.
+
+use std::collections::BTreeMap;
+
+use sluice_core::names::{quote_ident, quote_str};
+use sluice_core::FieldType;
+use sluice_influxql::{BinaryOp, DataType, Expr, Literal};
+
+use super::PlanError;
+
+/// What a name in a query refers to in one measurement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Operand {
+    Time,
+    Field(String, FieldType),
+    Tag(String),
+    /// A field cast to a type the measurement does not have it as, or absent: always null.
+    Missing,
+}
+
+/// The measurement a condition or select list is read against, and the query's `now()`.
+pub struct Scope<'a> {
+    pub fields: &'a BTreeMap<String, FieldType>,
+    pub now_ns: i64,
+}
+
+impl Scope<'_> {
+    pub fn resolve(&self, name: &str, cast: Option<DataType>) -> Operand {
+        if name == "time" && cast.is_none() {
+            return Operand::Time;
+        }
+        let field = self.fields.get(name).copied();
+        match (cast, field) {
+            (Some(DataType::Tag), _) => Operand::Tag(name.to_string()),
+            (None, None) => Operand::Tag(name.to_string()),
+            (None | Some(DataType::Field), Some(t)) => Operand::Field(name.to_string(), t),
+            (Some(want), Some(t)) if cast_matches(want, t) => Operand::Field(name.to_string(), t),
+            _ => Operand::Missing,
+        }
+    }
+}
+
+fn cast_matches(want: DataType, have: FieldType) -> bool {
+    matches!(
+        (want, have),
+        (DataType::Float, FieldType::Float)
+            | (DataType::Integer, FieldType::Integer)
+            | (DataType::Unsigned, FieldType::UInteger)
+            | (DataType::String, FieldType::String)
+            | (DataType::Boolean, FieldType::Boolean)
+    )
+}
+
+/// Inclusive bounds in nanoseconds since the epoch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeRange {
+    pub min: Option<i64>,
+    pub max: Option<i64>,
+}
+
+impl TimeRange {
+    fn narrow(&mut self, op: BinaryOp, t: i64) {
+        let (lo, hi) = match op {
+            BinaryOp::Gt => (Some(t.saturating_add(1)), None),
+            BinaryOp::GtEq => (Some(t), None),
+            BinaryOp::Lt => (None, Some(t.saturating_sub(1))),
+            BinaryOp::LtEq => (None, Some(t)),
+            BinaryOp::Eq => (Some(t), Some(t)),
+            _ => (None, None),
+        };
+        if let Some(lo) = lo {
+            self.min = Some(self.min.map_or(lo, |m| m.max(lo)));
+        }
+        if let Some(hi) = hi {
+            self.max = Some(self.max.map_or(hi, |m| m.min(hi)));
+        }
+    }
+}
+
+/// A `WHERE` clause taken apart: conditions on tags alone (they select series, and run on the
+/// series table), the rest (on rows), and the time range.
+#[derive(Debug, Default)]
+pub struct Where {
+    pub range: TimeRange,
+    /// SQL over the series table's `tags` column.
+    pub series: Vec<String>,
+    /// SQL over `m` (the measurement table) and `s.tags`.
+    pub rows: Vec<String>,
+    /// Whether `rows` reads `s.tags` (the query then joins the series table).
+    pub rows_use_tags: bool,
+}
+
+/// Splits `cond` at its top-level `AND`s and translates each part.
+pub fn split(cond: Option<&Expr>, scope: &Scope) -> Result<Where, PlanError> {
+    let mut out = Where::default();
+    let mut parts = Vec::new();
+    if let Some(c) = cond {
+        conjuncts(c, &mut parts);
+    }
+    for part in parts {
+        if let Some((op, t)) = time_bound(part, scope)? {
+            out.range.narrow(op, t);
+            continue;
+        }
+        let refs = references(part, scope);
+        if refs.time {
+            return Err(PlanError::Invalid(format!(
+                "invalid time condition: {part} (compare time with a constant, at the top level)"
+            )));
+        }
+        if refs.tags && !refs.fields {
+            out.series.push(sql(part, scope, "tags")?);
+        } else {
+            out.rows_use_tags |= refs.tags;
+            out.rows.push(sql(part, scope, "s.tags")?);
+        }
+    }
+    if let (Some(lo), Some(hi)) = (out.range.min, out.range.max) {
+        if lo > hi {
+            // An empty range: no row can match.
+            out.rows.push("0".into());
+        }
+    }
+    Ok(out)
+}
+
+fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+    match e {
+        Expr::Binary {
+            lhs,
+            op: BinaryOp::And,
+            rhs,
+        } => {
+            conjuncts(lhs, out);
+            conjuncts(rhs, out);
+        }
+        Expr::Paren(inner) => conjuncts(inner, out),
+        other => out.push(other),
+    }
+}
+
+/// `time <op> <constant>` (either way round) as the bound it sets.
+fn time_bound(e: &Expr, scope: &Scope) -> Result<Option<(BinaryOp, i64)>, PlanError> {
+    let Expr::Binary { lhs, op, rhs } = e else {
+        return Ok(None);
+    };
+    let is_time = |x: &Expr| matches!(x, Expr::VarRef { name, data_type: None } if name == "time");
+    let (op, other) = if is_time(lhs) {
+        (*op, rhs)
+    } else if is_time(rhs) {
+        (flip(*op), lhs)
+    } else {
+        return Ok(None);
+    };
+    if !matches!(
+        op,
+        BinaryOp::Gt | BinaryOp::GtEq | BinaryOp::Lt | BinaryOp::LtEq | BinaryOp::Eq
+    ) {
+        return Err(PlanError::Invalid(format!("invalid time comparison: {e}")));
+    }
+    match time_constant(other, scope.now_ns) {
+        Some(t) => Ok(Some((op, t))),
+        None => Err(PlanError::Invalid(format!(
+            "invalid time value in {e}: use an RFC 3339 string, an integer with a unit such as 1700000000000ms, or now() - 1h"
+        ))),
+    }
+}
+
+fn flip(op: BinaryOp) -> BinaryOp {
+    match op {
+        BinaryOp::Gt => BinaryOp::Lt,
+        BinaryOp::GtEq => BinaryOp::LtEq,
+        BinaryOp::Lt => BinaryOp::Gt,
+        BinaryOp::LtEq => BinaryOp::GtEq,
+        other => other,
+    }
+}
+
+/// A constant point in time: `now()`, an RFC 3339 string, an integer (nanoseconds), a duration
+/// literal (`1700000000000ms`), and sums and differences of those.
+pub fn time_constant(e: &Expr, now_ns: i64) -> Option<i64> {
+    match e {
+        Expr::Call { name, args } if name == "now" && args.is_empty() => Some(now_ns),
+        Expr::Literal(Literal::String(s)) => super::time::parse_rfc3339(s),
+        Expr::Literal(Literal::Integer(n)) => Some(*n),
+        Expr::Literal(Literal::Duration(d)) => Some(d.as_nanos()),
+        Expr::Paren(inner) => time_constant(inner, now_ns),
+        Expr::Binary { lhs, op, rhs } => {
+            let (a, b) = (time_constant(lhs, now_ns)?, time_constant(rhs, now_ns)?);
+            match op {
+                BinaryOp::Add => a.checked_add(b),
+                BinaryOp::Sub => a.checked_sub(b),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+#[derive(Default)]
+struct Refs {
+    time: bool,
+    tags: bool,
+    fields: bool,
+}
+
+fn references(e: &Expr, scope: &Scope) -> Refs {
+    let mut r = Refs::default();
+    visit(e, &mut |x| {
+        if let Expr::VarRef { name, data_type } = x {
+            match scope.resolve(name, *data_type) {
+                Operand::Time => r.time = true,
+                Operand::Tag(_) => r.tags = true,
+                Operand::Field(..) | Operand::Missing => r.fields = true,
+            }
+        }
+    });
+    r
+}
+
+/// Calls `f` on `e` and every expression inside it (bounded by the parser's height limit).
+pub fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
+    f(e);
+    match e {
+        Expr::Binary { lhs, rhs, .. } => {
+            visit(lhs, f);
+            visit(rhs, f);
+        }
+        Expr::Paren(inner) => visit(inner, f),
+        Expr::Call { args, .. } => args.iter().for_each(|a| visit(a, f)),
+        _ => {}
+    }
+}
+
+/// The SQL of an operand: a field of `m`, a tag of `tags` (`s.tags` or the series table's own).
+pub fn operand_sql(op: &Operand, tags: &str) -> String {
+    match op {
+        Operand::Time => "m.time".into(),
+        Operand::Field(name, _) => format!("m.{}", quote_ident(name)),
+        Operand::Tag(name) => format!("{tags}[{}]", quote_str(name)),
+        Operand::Missing => "NULL".into(),
+    }
+}
+
+/// A literal as SQL.
+pub fn literal_sql(l: &Literal) -> Result<String, PlanError> {
+    Ok(match l {
+        Literal::Integer(n) => n.to_string(),
+        Literal::Unsigned(n) => n.to_string(),
+        Literal::Float(f) if f.is_finite() => format!("{f:?}"),
+        Literal::Float(_) => "NULL".into(),
+        Literal::String(s) => quote_str(s),
+        Literal::Boolean(b) => b.to_string(),
+        Literal::Duration(d) => d.as_nanos().to_string(),
+        Literal::Regex(r) => {
+            return Err(PlanError::Invalid(format!(
+                "a regular expression (/{}/) can only follow =~ or !~",
+                r.as_str()
+            )))
+        }
+    })
+}
+
+/// A condition (or a value expression inside one) as SQL.
+pub fn sql(e: &Expr, scope: &Scope, tags: &str) -> Result<String, PlanError> {
+    match e {
+        Expr::VarRef { name, data_type } => Ok(operand_sql(&scope.resolve(name, *data_type), tags)),
+        Expr::Literal(l) => literal_sql(l),
+        Expr::Paren(inner) => Ok(format!("({})", sql(inner, scope, tags)?)),
+        Expr::Binary { lhs, op, rhs } => binary_sql(lhs, *op, rhs, scope, tags),
+        Expr::Call { name, .. } => Err(PlanError::Unsupported(format!(
+            "{name}() in a condition: only fields, tags, time and constants can be compared"
+        ))),
+        Expr::Wildcard(_) | Expr::Distinct(_) => Err(PlanError::Invalid(format!(
+            "invalid expression in a condition: {e}"
+        ))),
+    }
+}
+
+fn binary_sql(
+    lhs: &Expr,
+    op: BinaryOp,
+    rhs: &Expr,
+    scope: &Scope,
+    tags: &str,
+) -> Result<String, PlanError> {
+    if let BinaryOp::EqRegex | BinaryOp::NotEqRegex = op {
+        let Expr::Literal(Literal::Regex(re)) = rhs else {
+            return Err(PlanError::Invalid(format!(
+                "the right side of {} must be a regular expression",
+                if op == BinaryOp::EqRegex { "=~" } else { "!~" }
+            )));
+        };
+        let subject = sql(lhs, scope, tags)?;
+        let m = format!("match(toString({subject}), {})", quote_str(re.as_str()));
+        return Ok(if op == BinaryOp::EqRegex {
+            format!("({subject} IS NOT NULL AND {m})")
+        } else {
+            format!("NOT ({subject} IS NOT NULL AND {m})")
+        });
+    }
+    // A tag compared with anything but a string matches nothing, as in InfluxDB.
+    let tag_vs_non_string = |a: &Expr, b: &Expr| {
+        matches!(a, Expr::VarRef { name, data_type } if matches!(scope.resolve(name, *data_type), Operand::Tag(_)))
+            && matches!(b, Expr::Literal(l) if !matches!(l, Literal::String(_)))
+    };
+    if op.is_condition()
+        && !matches!(op, BinaryOp::And | BinaryOp::Or)
+        && (tag_vs_non_string(lhs, rhs) || tag_vs_non_string(rhs, lhs))
+    {
+        return Ok("0".into());
+    }
+    let (a, b) = (sql(lhs, scope, tags)?, sql(rhs, scope, tags)?);
+    Ok(match op {
+        BinaryOp::BitAnd => format!("bitAnd({a}, {b})"),
+        BinaryOp::BitOr => format!("bitOr({a}, {b})"),
+        BinaryOp::BitXor => format!("bitXor({a}, {b})"),
+        other => format!("({a} {} {b})", op_sql(other)),
+    })
+}
+
+fn op_sql(op: BinaryOp) -> &'static str {
+    match op {
+        BinaryOp::Add => "+",
+        BinaryOp::Sub => "-",
+        BinaryOp::Mul => "*",
+        BinaryOp::Div => "/",
+        BinaryOp::Mod => "%",
+        BinaryOp::And => "AND",
+        BinaryOp::Or => "OR",
+        BinaryOp::Eq => "=",
+        BinaryOp::NotEq => "!=",
+        BinaryOp::Lt => "<",
+        BinaryOp::LtEq => "<=",
+        BinaryOp::Gt => ">",
+        BinaryOp::GtEq => ">=",
+        // Handled before.
+        BinaryOp::EqRegex
+        | BinaryOp::NotEqRegex
+        | BinaryOp::BitAnd
+        | BinaryOp::BitOr
+        | BinaryOp::BitXor => "=",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(fields: &BTreeMap<String, FieldType>) -> Scope<'_> {
+        Scope {
+            fields,
+            now_ns: 2_000_000_000_000_000_000,
+        }
+    }
+
+    fn fields() -> BTreeMap<String, FieldType> {
+        [
+            ("value".to_string(), FieldType::Float),
+            ("n".to_string(), FieldType::Integer),
+        ]
+        .into()
+    }
+
+    #[test]
+    fn time_bounds_come_out_and_tags_go_to_the_series_table() {
+        let f = fields();
+        let e = sluice_influxql::parse_expr(
+            "time >= 1596240000000ms and time <= now() and (\"host\" = 'a' OR \"host\" =~ /^b/) and value > 1",
+        )
+        .unwrap();
+        let w = split(Some(&e), &scope(&f)).unwrap();
+        assert_eq!(w.range.min, Some(1_596_240_000_000_000_000));
+        assert_eq!(w.range.max, Some(2_000_000_000_000_000_000));
+        assert_eq!(
+            w.series,
+            ["((tags['host'] = 'a') OR (tags['host'] IS NOT NULL AND match(toString(tags['host']), '^b')))"]
+        );
+        assert_eq!(w.rows, ["(m.`value` > 1)"]);
+        assert!(!w.rows_use_tags);
+    }
+
+    #[test]
+    fn mixed_conditions_read_tags_per_row() {
+        let f = fields();
+        let e = sluice_influxql::parse_expr("host = 'a' OR value > 1").unwrap();
+        let w = split(Some(&e), &scope(&f)).unwrap();
+        assert!(w.series.is_empty());
+        assert_eq!(w.rows, ["((s.tags['host'] = 'a') OR (m.`value` > 1))"]);
+        assert!(w.rows_use_tags);
+    }
+
+    #[test]
+    fn strict_bounds_and_flipped_sides() {
+        let f = fields();
+        let e = sluice_influxql::parse_expr("time > 10 and 20 > time").unwrap();
+        let w = split(Some(&e), &scope(&f)).unwrap();
+        assert_eq!(
+            w.range,
+            TimeRange {
+                min: Some(11),
+                max: Some(19)
+            }
+        );
+        let e = sluice_influxql::parse_expr("time > '2020-08-01T00:00:00Z' - 1h").unwrap();
+        let w = split(Some(&e), &scope(&f)).unwrap();
+        assert_eq!(w.range.min, Some(1_596_236_400_000_000_001));
+    }
+
+    #[test]
+    fn bad_time_conditions_are_named() {
+        let f = fields();
+        for bad in ["time > 'yesterday'", "time > 1 OR value > 1", "time != 5"] {
+            let e = sluice_influxql::parse_expr(bad).unwrap();
+            let err = split(Some(&e), &scope(&f)).unwrap_err().to_string();
+            assert!(err.contains("time"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn casts_decide_and_tags_never_equal_numbers() {
+        let f = fields();
+        let s = scope(&f);
+        assert_eq!(
+            s.resolve("value", Some(DataType::Tag)),
+            Operand::Tag("value".into())
+        );
+        assert_eq!(
+            s.resolve("value", Some(DataType::Integer)),
+            Operand::Missing
+        );
+        assert_eq!(s.resolve("host", None), Operand::Tag("host".into()));
+        let e = sluice_influxql::parse_expr("host = 5").unwrap();
+        assert_eq!(split(Some(&e), &s).unwrap().series, ["0"]);
+    }
+}

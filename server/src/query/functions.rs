@@ -1,0 +1,121 @@
+//! InfluxQL's aggregates and selectors as ClickHouse aggregate functions, with InfluxDB's
+//! semantics where the two differ (ties of `first`/`last`, the nearest rank of `percentile`,
+//! `stddev` of one point, `mode`'s ties).
+
+use sluice_influxql::{Expr, Literal};
+
+use super::cond::{self, Operand, Scope};
+use super::PlanError;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Aggregate,
+    Selector,
+}
+
+pub fn function_kind(name: &str) -> Option<Kind> {
+    Some(match name {
+        "mean" | "median" | "count" | "sum" | "spread" | "stddev" | "mode" => Kind::Aggregate,
+        "min" | "max" | "first" | "last" | "percentile" => Kind::Selector,
+        _ => return None,
+    })
+}
+
+/// Functions InfluxDB has that this planner does not run yet: named in the error.
+pub fn is_known_unsupported(name: &str) -> bool {
+    matches!(
+        name,
+        "derivative"
+            | "non_negative_derivative"
+            | "difference"
+            | "non_negative_difference"
+            | "moving_average"
+            | "cumulative_sum"
+            | "elapsed"
+            | "distinct"
+            | "top"
+            | "bottom"
+            | "sample"
+            | "integral"
+            | "holt_winters"
+            | "holt_winters_with_fit"
+    )
+}
+
+pub fn call_sql(scope: &Scope, name: &str, args: &[Expr]) -> Result<String, PlanError> {
+    if function_kind(name).is_none() {
+        return Err(if is_known_unsupported(name) {
+            PlanError::Unsupported(format!("{name}() is not supported by sluice yet"))
+        } else {
+            PlanError::Invalid(format!("undefined function {name}()"))
+        });
+    }
+    let want = if name == "percentile" { 2 } else { 1 };
+    if args.len() != want {
+        return Err(PlanError::Invalid(format!(
+            "invalid number of arguments for {name}, expected {want}, got {}",
+            args.len()
+        )));
+    }
+    // count(distinct(f)) / count(DISTINCT f)
+    if name == "count" {
+        let inner = match &args[0] {
+            Expr::Distinct(f) => Some(f.clone()),
+            Expr::Call { name, args } if name == "distinct" && args.len() == 1 => match &args[0] {
+                Expr::VarRef { name, .. } => Some(name.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(f) = inner {
+            let x = cond::operand_sql(&scope.resolve(&f, None), "s.tags");
+            return Ok(format!("uniqExact({x})"));
+        }
+    }
+    let Expr::VarRef { name: f, data_type } = &args[0] else {
+        return Err(PlanError::Invalid(format!(
+            "expected field argument in {name}()"
+        )));
+    };
+    let x = match scope.resolve(f, *data_type) {
+        op @ Operand::Field(..) => cond::operand_sql(&op, "s.tags"),
+        _ => "CAST(NULL, 'Nullable(Float64)')".into(),
+    };
+    Ok(match name {
+        "mean" => format!("avg({x})"),
+        "median" => format!("quantileExactInclusive(0.5)({x})"),
+        "count" => format!("count({x})"),
+        "sum" => format!("sum({x})"),
+        "min" => format!("min({x})"),
+        "max" => format!("max({x})"),
+        // Points at the same time: InfluxDB's first and last keep the greatest value.
+        "first" => format!("argMax({x}, (-toUnixTimestamp64Nano(m.time), {x}))"),
+        "last" => format!("argMax({x}, (m.time, {x}))"),
+        "spread" => format!("(max({x}) - min({x}))"),
+        "stddev" => format!("if(count({x}) < 2, NULL, stddevSamp({x}))"),
+        // The most frequent value, the smallest of those on a tie (InfluxDB sorts first).
+        "mode" => {
+            let counts = format!("sumMapIf(map(assumeNotNull({x}), toUInt64(1)), {x} IS NOT NULL)");
+            format!(
+                "arrayElement(arraySort((v, c) -> (-c, v), mapKeys({counts}), mapValues({counts})), 1)"
+            )
+        }
+        "percentile" => {
+            let p = match &args[1] {
+                Expr::Literal(Literal::Integer(n)) => *n as f64,
+                Expr::Literal(Literal::Float(v)) => *v,
+                other => {
+                    return Err(PlanError::Invalid(format!(
+                        "expected float argument in percentile(), got {other}"
+                    )))
+                }
+            };
+            // InfluxDB's nearest rank: the element at floor(n * p / 100 + 0.5), 1-based;
+            // none when that falls outside the values.
+            format!(
+                "if(toInt64(floor(count({x}) * {p:?} / 100 + 0.5)) BETWEEN 1 AND count({x}), arraySort(groupArray({x}))[toInt64(floor(count({x}) * {p:?} / 100 + 0.5))], NULL)"
+            )
+        }
+        _ => unreachable!("function_kind checked"),
+    })
+}

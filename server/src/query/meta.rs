@@ -1,0 +1,234 @@
+//! `SHOW MEASUREMENTS`, `TAG KEYS`, `TAG VALUES`, `FIELD KEYS`, `SERIES` and the cardinalities:
+//! questions about the series table (a row per series and database, with its tags) and the
+//! catalog's field types, answered in InfluxDB's column layouts (Grafana reads them by
+//! position: `["name"]`, `["tagKey"]`, `["key","value"]`, `["fieldKey","fieldType"]`).
+
+use serde_json::{json, Value};
+use sluice_core::names::{quote_ident, quote_str};
+use sluice_core::FieldType;
+use sluice_influxql::{Expr, Measurement, MeasurementName, SortOrder, TagKeyFilter};
+
+use super::cond::{self, Scope};
+use super::PlanError;
+use crate::catalog::SERIES_TABLE;
+
+/// The series of `db` that the sources and the condition select, as SQL conditions on the
+/// series table. Conditions on time are ignored (every series the database has is listed, a
+/// deliberate difference from InfluxDB, which looks at the shards of the range); conditions
+/// on fields are refused, as InfluxDB refuses them.
+pub fn series_filter(
+    db: &str,
+    sources: &[Measurement],
+    condition: Option<&Expr>,
+    now_ns: i64,
+) -> Result<String, PlanError> {
+    let mut conds = vec![format!("db = {}", quote_str(db))];
+    if !sources.is_empty() {
+        let any: Vec<String> = sources.iter().map(measurement_sql).collect();
+        conds.push(format!("({})", any.join(" OR ")));
+    }
+    let no_fields = Default::default();
+    let scope = Scope {
+        fields: &no_fields,
+        now_ns,
+    };
+    let w = cond::split(condition, &scope)?;
+    if !w.rows.is_empty() {
+        return Err(PlanError::Invalid(
+            "a SHOW statement's WHERE can only compare tags".into(),
+        ));
+    }
+    conds.extend(w.series);
+    Ok(conds.join(" AND "))
+}
+
+fn measurement_sql(m: &Measurement) -> String {
+    match &m.name {
+        MeasurementName::Name(n) => format!("measurement = {}", quote_str(n)),
+        MeasurementName::Regex(re) => format!("match(measurement, {})", quote_str(re.as_str())),
+    }
+}
+
+fn limit_sql(limit: Option<u64>, offset: Option<u64>) -> String {
+    match (limit, offset) {
+        (None, None) => String::new(),
+        (l, o) => format!(
+            " LIMIT {}, {}",
+            o.unwrap_or(0),
+            l.unwrap_or(i64::MAX as u64)
+        ),
+    }
+}
+
+fn dir(order: Option<SortOrder>) -> &'static str {
+    if order == Some(SortOrder::Descending) {
+        " DESC"
+    } else {
+        ""
+    }
+}
+
+fn table() -> String {
+    format!("{} FINAL", quote_ident(SERIES_TABLE))
+}
+
+pub fn measurements_sql(
+    filter: &str,
+    order: Option<SortOrder>,
+    limit: Option<u64>,
+    offset: Option<u64>,
+) -> String {
+    format!(
+        "SELECT DISTINCT measurement FROM {} WHERE {filter} ORDER BY measurement{}{}",
+        table(),
+        dir(order),
+        limit_sql(limit, offset)
+    )
+}
+
+pub fn tag_keys_sql(filter: &str) -> String {
+    format!(
+        "SELECT measurement, arraySort(groupUniqArrayArray(mapKeys(tags))) FROM {} WHERE {filter} GROUP BY measurement ORDER BY measurement",
+        table()
+    )
+}
+
+pub fn tag_values_sql(filter: &str, key: &TagKeyFilter, order: Option<SortOrder>) -> String {
+    let k = match key {
+        TagKeyFilter::Eq(k) => format!("k = {}", quote_str(k)),
+        TagKeyFilter::NotEq(k) => format!("k != {}", quote_str(k)),
+        TagKeyFilter::In(ks) => format!(
+            "k IN ({})",
+            ks.iter()
+                .map(|k| quote_str(k))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        TagKeyFilter::Regex(re) => format!("match(k, {})", quote_str(re.as_str())),
+        TagKeyFilter::NotRegex(re) => format!("NOT match(k, {})", quote_str(re.as_str())),
+    };
+    format!(
+        "SELECT measurement, k, tags[k] AS v FROM {} ARRAY JOIN mapKeys(tags) AS k WHERE {filter} AND {k} GROUP BY measurement, k, v ORDER BY measurement, k, v{}",
+        table(),
+        dir(order)
+    )
+}
+
+pub fn series_sql(filter: &str) -> String {
+    format!(
+        "SELECT measurement, toJSONString(mapSort(tags)) FROM {} WHERE {filter}",
+        table()
+    )
+}
+
+pub fn measurement_cardinality_sql(filter: &str) -> String {
+    format!(
+        "SELECT count(DISTINCT measurement) FROM {} WHERE {filter}",
+        table()
+    )
+}
+
+pub fn series_cardinality_sql(filter: &str) -> String {
+    format!(
+        "SELECT measurement, count() FROM {} WHERE {filter} GROUP BY measurement ORDER BY measurement",
+        table()
+    )
+}
+
+/// A series of the answer without tags.
+pub fn series(name: Option<&str>, columns: &[&str], values: Vec<Value>) -> Value {
+    let mut s = json!({ "columns": columns, "values": values });
+    if let Some(n) = name {
+        s["name"] = Value::from(n);
+    }
+    s
+}
+
+/// Applies `LIMIT`/`OFFSET` to one series' values, as InfluxDB does per measurement.
+pub fn page(values: Vec<Value>, limit: Option<u64>, offset: Option<u64>) -> Vec<Value> {
+    values
+        .into_iter()
+        .skip(offset.unwrap_or(0) as usize)
+        .take(limit.map_or(usize::MAX, |l| l as usize))
+        .collect()
+}
+
+/// A series key as InfluxDB prints it: `cpu,dc=x,host=a`, with `,`, `=` and spaces escaped.
+pub fn series_key(measurement: &str, tags: &serde_json::Map<String, Value>) -> String {
+    let esc = |s: &str, measurement: bool| {
+        let mut out = String::with_capacity(s.len());
+        for c in s.chars() {
+            if c == ',' || c == ' ' || (!measurement && c == '=') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out
+    };
+    let mut key = esc(measurement, true);
+    for (k, v) in tags {
+        key.push(',');
+        key.push_str(&esc(k, false));
+        key.push('=');
+        key.push_str(&esc(v.as_str().unwrap_or_default(), false));
+    }
+    key
+}
+
+/// InfluxDB's name of a field type.
+pub fn field_type_name(t: FieldType) -> &'static str {
+    match t {
+        FieldType::Float => "float",
+        FieldType::Integer => "integer",
+        FieldType::UInteger => "unsigned",
+        FieldType::String => "string",
+        FieldType::Boolean => "boolean",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_select_series_by_measurement_and_tags() {
+        let m = |name: MeasurementName| Measurement {
+            database: None,
+            retention_policy: None,
+            name,
+        };
+        let cond = sluice_influxql::parse_expr("host = 'a' AND time > now() - 1h").unwrap();
+        let f = series_filter(
+            "db",
+            &[
+                m(MeasurementName::Name("cpu".into())),
+                m(MeasurementName::Regex(sluice_influxql::Regex("^m".into()))),
+            ],
+            Some(&cond),
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            f,
+            "db = 'db' AND (measurement = 'cpu' OR match(measurement, '^m')) AND (tags['host'] = 'a')"
+        );
+        let bad = sluice_influxql::parse_expr("host = 'a' AND value > 1").unwrap();
+        // With no fields known every name is a tag: a comparison with a number matches nothing.
+        assert!(series_filter("db", &[], Some(&bad), 0).is_ok());
+    }
+
+    #[test]
+    fn series_keys_escape_like_line_protocol() {
+        let tags = serde_json::json!({"dc": "eu west", "host": "a=b,c"});
+        assert_eq!(
+            series_key("c p,u", tags.as_object().unwrap()),
+            "c\\ p\\,u,dc=eu\\ west,host=a\\=b\\,c"
+        );
+    }
+
+    #[test]
+    fn paging_is_per_series() {
+        let v: Vec<Value> = (0..5).map(Value::from).collect();
+        assert_eq!(page(v, Some(2), Some(1)), [Value::from(1), Value::from(2)]);
+    }
+}

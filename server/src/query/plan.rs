@@ -1,0 +1,645 @@
+//! A `SELECT` against one measurement as one ClickHouse query.
+//!
+//! ClickHouse does the work: time buckets (`GROUP BY` on the bucket start), aggregates and
+//! selectors, tag grouping (through the series table), gaps (`WITH FILL`, and window functions
+//! for `fill(previous)` and `fill(linear)`), order, and `LIMIT`/`OFFSET` per series
+//! (`LIMIT ... BY`). Every row of the answer is `(tags, time, value...)`: `tags` a JSON object
+//! of the series' grouping tags as text (it orders the series, as InfluxDB orders them by tag
+//! set), `time` in nanoseconds. Rust only cuts the rows into series ([`super::shape`]).
+
+use std::collections::BTreeMap;
+
+use sluice_core::names::{quote_ident, quote_str};
+use sluice_core::FieldType;
+use sluice_influxql::{
+    DataType, Dimension, Expr, Field, Fill, Literal, SelectStatement, SortOrder, TimeOffset,
+    WildcardType,
+};
+
+use super::buckets::{linear_sql, Bucketing};
+use super::cond::{self, Operand, Scope, TimeRange};
+use super::functions;
+use super::key_regex::SimpleRegex;
+use super::PlanError;
+use crate::catalog::SERIES_TABLE;
+
+/// Most time buckets a `GROUP BY time(...)` may span (InfluxDB 1.8's `max-select-buckets` is
+/// unlimited by default; a bound keeps a one-nanosecond interval over a year from filling
+/// memory).
+pub const MAX_BUCKETS: i64 = 1_000_000;
+
+/// Column names of the query: unlikely to be a field's, and never shown to clients.
+pub(super) const TAGS: &str = "__sl_tags";
+pub(super) const TIME: &str = "__sl_t";
+
+fn value_col(i: usize) -> String {
+    format!("__sl_c{i}")
+}
+
+/// One measurement a statement reads.
+pub struct Source<'a> {
+    pub db: &'a str,
+    pub measurement: &'a str,
+    pub table: &'a str,
+    pub fields: &'a BTreeMap<String, FieldType>,
+    /// The tag keys of the measurement's series (for `*`).
+    pub tag_keys: &'a [String],
+}
+
+/// The query for one measurement, and how to read its rows.
+#[derive(Debug)]
+pub struct Plan {
+    pub sql: String,
+    /// The answer's columns, `time` (or its alias) first.
+    pub columns: Vec<String>,
+    /// Whether the series carry tags (`GROUP BY` a tag, a regex or `*`).
+    pub tagged: bool,
+}
+
+/// Plans `stmt` against `src`. `None` when the measurement has none of the fields the
+/// statement reads: InfluxDB leaves such a measurement out of the answer.
+pub fn plan(stmt: &SelectStatement, src: &Source, now_ns: i64) -> Result<Option<Plan>, PlanError> {
+    if let Some(tz) = &stmt.timezone {
+        return Err(PlanError::Unsupported(format!(
+            "tz('{tz}') is not supported by sluice yet: times are UTC"
+        )));
+    }
+    let scope = Scope {
+        fields: src.fields,
+        now_ns,
+    };
+    let grouping = Grouping::of(stmt, src)?;
+    let fields = expand_fields(stmt, src, &grouping)?;
+    if fields.is_empty() {
+        return Ok(None);
+    }
+    let named = SelectStatement {
+        fields: fields.clone(),
+        ..stmt.clone()
+    };
+    let columns = named.column_names();
+    let exprs: Vec<&Expr> = fields
+        .iter()
+        .map(|f| &f.expr)
+        .filter(|e| !matches!(e, Expr::VarRef { name, data_type: None } if name == "time"))
+        .collect();
+    if !exprs.iter().any(|e| reads_a_field(e, &scope)) {
+        return Ok(None);
+    }
+    let aggregate = exprs.iter().any(|e| has_call(e));
+    let filter = cond::split(stmt.condition.as_ref(), &scope)?;
+    let q = Query {
+        stmt,
+        src,
+        scope: &scope,
+        grouping: &grouping,
+        filter: &filter,
+    };
+    let sql = if aggregate {
+        q.aggregate(&exprs)?
+    } else {
+        q.raw(&exprs)?
+    };
+    Ok(Some(Plan {
+        sql,
+        columns,
+        tagged: grouping.tagged(),
+    }))
+}
+
+/// `GROUP BY` tags: the keys named, or for `*` and `/regex/` the measurement's keys that
+/// match. Every series then carries every grouping key, `""` where it has no such tag (as in
+/// InfluxDB).
+enum Grouping {
+    None,
+    Tags(Vec<String>),
+}
+
+impl Grouping {
+    fn of(stmt: &SelectStatement, src: &Source) -> Result<Self, PlanError> {
+        let mut tags = Vec::new();
+        for d in &stmt.group_by {
+            match d {
+                Dimension::Time { interval, .. } if interval.as_nanos() <= 0 => {
+                    return Err(PlanError::Invalid(format!(
+                        "invalid GROUP BY time interval: {interval} (it must be positive)"
+                    )))
+                }
+                Dimension::Time { .. } => {}
+                Dimension::Tag(t) => tags.push(t.clone()),
+                Dimension::Wildcard => tags.extend(src.tag_keys.iter().cloned()),
+                Dimension::Regex(re) => {
+                    let re = compile(re.as_str())?;
+                    tags.extend(src.tag_keys.iter().filter(|k| re.is_match(k)).cloned());
+                }
+            }
+        }
+        tags.sort();
+        tags.dedup();
+        Ok(if tags.is_empty() {
+            Grouping::None
+        } else {
+            Grouping::Tags(tags)
+        })
+    }
+
+    fn tagged(&self) -> bool {
+        !matches!(self, Grouping::None)
+    }
+
+    /// Whether the series' tag `key` is a grouping key (and so not a column of `*`).
+    fn groups_by(&self, key: &str) -> bool {
+        match self {
+            Grouping::None => false,
+            Grouping::Tags(t) => t.iter().any(|k| k == key),
+        }
+    }
+
+    /// The grouping tags as a JSON object in text, sorted by key.
+    fn sql(&self) -> String {
+        match self {
+            Grouping::None => "'{}'".into(),
+            Grouping::Tags(keys) => {
+                let pairs: Vec<String> = keys
+                    .iter()
+                    .map(|k| format!("{}, s.tags[{}]", quote_str(k), quote_str(k)))
+                    .collect();
+                format!("toJSONString(map({}))", pairs.join(", "))
+            }
+        }
+    }
+}
+
+/// The select list with `*`, `*::field`, `*::tag` and `/regex/` replaced by the keys they
+/// stand for: fields and tags together in name order, grouping tags left out (InfluxDB's
+/// order and rule).
+fn expand_fields(
+    stmt: &SelectStatement,
+    src: &Source,
+    grouping: &Grouping,
+) -> Result<Vec<Field>, PlanError> {
+    let mut out = Vec::new();
+    for f in &stmt.fields {
+        let keys: Option<Vec<(String, DataType)>> = match &f.expr {
+            Expr::Wildcard(kind) => Some(wildcard_keys(src, grouping, *kind, None)),
+            Expr::Literal(Literal::Regex(re)) => {
+                let re = compile(re.as_str())?;
+                Some(wildcard_keys(src, grouping, None, Some(&re)))
+            }
+            Expr::Call { name, args } if args.first().is_some_and(is_wildcard) => {
+                // `mean(*)`: the function of every field it applies to, named `mean_<field>`.
+                let re = match &args[0] {
+                    Expr::Literal(Literal::Regex(re)) => Some(compile(re.as_str())?),
+                    _ => None,
+                };
+                let numeric_only = !matches!(name.as_str(), "count" | "first" | "last");
+                for (field, t) in src.fields {
+                    if re.as_ref().is_some_and(|r| !r.is_match(field))
+                        || (numeric_only
+                            && !matches!(
+                                t,
+                                FieldType::Float | FieldType::Integer | FieldType::UInteger
+                            ))
+                    {
+                        continue;
+                    }
+                    let mut call_args = args.clone();
+                    call_args[0] = Expr::VarRef {
+                        name: field.clone(),
+                        data_type: None,
+                    };
+                    out.push(Field {
+                        expr: Expr::Call {
+                            name: name.clone(),
+                            args: call_args,
+                        },
+                        alias: Some(format!("{name}_{field}")),
+                    });
+                }
+                continue;
+            }
+            _ => None,
+        };
+        match keys {
+            None => out.push(f.clone()),
+            Some(keys) => out.extend(keys.into_iter().map(|(name, t)| Field {
+                expr: Expr::VarRef {
+                    name,
+                    data_type: Some(t),
+                },
+                alias: None,
+            })),
+        }
+    }
+    Ok(out)
+}
+
+fn is_wildcard(e: &Expr) -> bool {
+    matches!(e, Expr::Wildcard(_) | Expr::Literal(Literal::Regex(_)))
+}
+
+/// A regex of the select list, compiled here only to filter key names (the engine runs every
+/// other regex).
+fn compile(re: &str) -> Result<SimpleRegex, PlanError> {
+    SimpleRegex::new(re)
+}
+
+fn wildcard_keys(
+    src: &Source,
+    grouping: &Grouping,
+    kind: Option<WildcardType>,
+    re: Option<&SimpleRegex>,
+) -> Vec<(String, DataType)> {
+    let mut keys: Vec<(String, DataType)> = Vec::new();
+    if kind != Some(WildcardType::Tag) {
+        keys.extend(src.fields.keys().map(|k| (k.clone(), DataType::Field)));
+    }
+    if kind != Some(WildcardType::Field) {
+        keys.extend(
+            src.tag_keys
+                .iter()
+                .filter(|k| !grouping.groups_by(k) && !src.fields.contains_key(*k))
+                .map(|k| (k.clone(), DataType::Tag)),
+        );
+    }
+    keys.retain(|(k, _)| re.is_none_or(|r| r.is_match(k)));
+    keys.sort_by(|a, b| a.0.cmp(&b.0));
+    keys
+}
+
+fn has_call(e: &Expr) -> bool {
+    let mut found = false;
+    cond::visit(e, &mut |x| {
+        found |= matches!(x, Expr::Call { .. } | Expr::Distinct(_))
+    });
+    found
+}
+
+fn reads_a_field(e: &Expr, scope: &Scope) -> bool {
+    let mut found = false;
+    cond::visit(e, &mut |x| {
+        if let Expr::VarRef { name, data_type } = x {
+            found |= matches!(scope.resolve(name, *data_type), Operand::Field(..));
+        }
+    });
+    found
+}
+
+struct Query<'a> {
+    stmt: &'a SelectStatement,
+    src: &'a Source<'a>,
+    scope: &'a Scope<'a>,
+    grouping: &'a Grouping,
+    filter: &'a cond::Where,
+}
+
+impl Query<'_> {
+    /// `FROM` and `WHERE`: the table, joined with its series' tags when anything reads them.
+    fn tables_and_filter(&self, needs_tags: bool, extra: &[String]) -> String {
+        let series = {
+            let mut conds = vec![
+                format!("db = {}", quote_str(self.src.db)),
+                format!("measurement = {}", quote_str(self.src.measurement)),
+            ];
+            conds.extend(self.filter.series.iter().cloned());
+            format!(
+                "SELECT series_id, tags FROM {} FINAL WHERE {}",
+                quote_ident(SERIES_TABLE),
+                conds.join(" AND ")
+            )
+        };
+        let join = needs_tags || self.grouping.tagged() || self.filter.rows_use_tags;
+        let mut sql = format!("FROM {} AS m", quote_ident(self.src.table));
+        let mut conds: Vec<String> = Vec::new();
+        if join {
+            sql.push_str(&format!(
+                " INNER JOIN ({series}) AS s ON m.series_id = s.series_id"
+            ));
+        } else if !self.filter.series.is_empty() {
+            conds.push(format!("m.series_id IN (SELECT series_id FROM ({series}))"));
+        }
+        let TimeRange { min, max } = self.filter.range;
+        if let Some(lo) = min {
+            conds.push(format!("m.time >= fromUnixTimestamp64Nano(toInt64({lo}))"));
+        }
+        if let Some(hi) = max {
+            conds.push(format!("m.time <= fromUnixTimestamp64Nano(toInt64({hi}))"));
+        }
+        conds.extend(self.filter.rows.iter().cloned());
+        conds.extend(extra.iter().cloned());
+        if !conds.is_empty() {
+            sql.push_str(" WHERE ");
+            sql.push_str(&conds.join(" AND "));
+        }
+        sql
+    }
+
+    /// `LIMIT`/`OFFSET`, which InfluxDB applies to each series.
+    fn limit_by(&self) -> String {
+        match (self.stmt.limit, self.stmt.offset) {
+            (None, None) => String::new(),
+            (limit, offset) => format!(
+                " LIMIT {}, {} BY {TAGS}",
+                offset.unwrap_or(0),
+                limit.unwrap_or(i64::MAX as u64)
+            ),
+        }
+    }
+
+    fn direction(&self) -> &'static str {
+        match self.stmt.order {
+            Some(SortOrder::Descending) => " DESC",
+            _ => "",
+        }
+    }
+
+    /// Rows as they are: one per point with at least one selected field present.
+    fn raw(&self, exprs: &[&Expr]) -> Result<String, PlanError> {
+        let mut cols = Vec::new();
+        let mut present = Vec::new();
+        for (i, e) in exprs.iter().enumerate() {
+            let (sql, tag) = self.raw_expr(e)?;
+            if !tag {
+                present.push(format!("{} IS NOT NULL", value_col(i)));
+            }
+            cols.push(format!("{sql} AS {}", value_col(i)));
+        }
+        let extra = if present.is_empty() {
+            vec![]
+        } else {
+            vec![format!("({})", present.join(" OR "))]
+        };
+        // Points of several series at one time come in series-key order, as InfluxDB merges
+        // them.
+        let dir = self.direction();
+        Ok(format!(
+            "SELECT {} AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {} {} ORDER BY {TAGS}{dir}, {TIME}{dir}, toJSONString(mapSort(s.tags)){dir}{}",
+            self.grouping.sql(),
+            cols.join(", "),
+            self.tables_and_filter(true, &extra),
+            self.limit_by()
+        ))
+    }
+
+    /// A select expression of a raw query; true when it reads a tag.
+    fn raw_expr(&self, e: &Expr) -> Result<(String, bool), PlanError> {
+        if let Expr::VarRef { name, data_type } = e {
+            if let Operand::Tag(t) = self.scope.resolve(name, *data_type) {
+                return Ok((format!("nullIf(s.tags[{}], '')", quote_str(&t)), true));
+            }
+        }
+        if let Expr::Literal(Literal::Regex(_)) | Expr::Wildcard(_) = e {
+            return Err(PlanError::Invalid(format!("invalid select field: {e}")));
+        }
+        Ok((cond::sql(e, self.scope, "s.tags")?, false))
+    }
+
+    /// Aggregates and selectors, per time bucket when there is `GROUP BY time(...)`.
+    fn aggregate(&self, exprs: &[&Expr]) -> Result<String, PlanError> {
+        let bucketing = self.bucketing()?;
+        let mut cols = Vec::new();
+        let mut counts = Vec::new();
+        for (i, e) in exprs.iter().enumerate() {
+            cols.push(format!(
+                "toNullable({}) AS {}",
+                self.agg_expr(e)?,
+                value_col(i)
+            ));
+            if matches!(e, Expr::Call { name, .. } if name == "count") {
+                counts.push(i);
+            }
+        }
+        let time = match &bucketing {
+            Some(b) => b.bucket_sql(),
+            None => self.selector_time(exprs),
+        };
+        // Without buckets the time is a constant or a selector's aggregate: not a key.
+        let keys = if bucketing.is_some() {
+            format!("{TAGS}, {TIME}")
+        } else {
+            TAGS.to_string()
+        };
+        let inner = format!(
+            "SELECT {} AS {TAGS}, {time} AS {TIME}, {} {} GROUP BY {keys}",
+            self.grouping.sql(),
+            cols.join(", "),
+            self.tables_and_filter(false, &[])
+        );
+        let fill = self.stmt.fill.unwrap_or(Fill::Null);
+        let (inner, filled) = match (&bucketing, fill) {
+            (Some(b), f) if f != Fill::None => (format!("{inner} {}", b.fill_sql()?), true),
+            _ => (inner, false),
+        };
+        let outer_cols: Vec<String> = (0..exprs.len())
+            .map(|i| {
+                let c = value_col(i);
+                let v = if !filled {
+                    c.clone()
+                } else {
+                    match fill {
+                        Fill::Null if counts.contains(&i) => format!("ifNull({c}, 0)"),
+                        Fill::Integer(n) => format!("ifNull({c}, {n})"),
+                        Fill::Float(x) => format!("ifNull({c}, {x:?})"),
+                        Fill::Previous => format!(
+                            "ifNull({c}, last_value({c}) OVER (PARTITION BY {TAGS} ORDER BY {TIME} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))"
+                        ),
+                        Fill::Linear => linear_sql(&c),
+                        _ => c.clone(),
+                    }
+                };
+                format!("{v} AS {c}")
+            })
+            .collect();
+        // ORDER BY time DESC reverses the series' order too, as in InfluxDB.
+        let dir = self.direction();
+        Ok(format!(
+            "SELECT {TAGS}, {TIME}, {} FROM ({inner}) ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
+            outer_cols.join(", "),
+            self.limit_by()
+        ))
+    }
+
+    /// The time of a row without `GROUP BY time`: the point's own for a lone `first`,
+    /// `last`, `min` or `max` (InfluxDB's selectors), else the start of the time range (or 0).
+    fn selector_time(&self, exprs: &[&Expr]) -> String {
+        let start = self.filter.range.min.unwrap_or(0);
+        let fallback = format!("toInt64({start})");
+        let [Expr::Call { name, args }] = exprs else {
+            return fallback;
+        };
+        let Some(Expr::VarRef { name: f, data_type }) = args.first() else {
+            return fallback;
+        };
+        let x = cond::operand_sql(&self.scope.resolve(f, *data_type), "s.tags");
+        let ns = "toUnixTimestamp64Nano(m.time)";
+        match name.as_str() {
+            "first" => format!("argMinIf({ns}, m.time, {x} IS NOT NULL)"),
+            "last" => format!("argMaxIf({ns}, m.time, {x} IS NOT NULL)"),
+            "min" => format!("argMinIf({ns}, ({x}, {ns}), {x} IS NOT NULL)"),
+            "max" => format!("argMaxIf({ns}, ({x}, -{ns}), {x} IS NOT NULL)"),
+            _ => fallback,
+        }
+    }
+
+    /// An expression of an aggregate query: calls become ClickHouse aggregates; constants
+    /// and arithmetic stay; a bare field is InfluxDB's "mixing" error.
+    fn agg_expr(&self, e: &Expr) -> Result<String, PlanError> {
+        match e {
+            Expr::Call { name, args } => functions::call_sql(self.scope, name, args),
+            Expr::Distinct(_) => Err(PlanError::Unsupported(
+                "DISTINCT returns a row per value, which sluice does not run yet: use count(distinct(\"f\"))".into(),
+            )),
+            Expr::Literal(l) => cond::literal_sql(l),
+            Expr::Paren(inner) => Ok(format!("({})", self.agg_expr(inner)?)),
+            Expr::Binary { lhs, op, rhs } => {
+                let (a, b) = (self.agg_expr(lhs)?, self.agg_expr(rhs)?);
+                let op = match op {
+                    sluice_influxql::BinaryOp::Add => "+",
+                    sluice_influxql::BinaryOp::Sub => "-",
+                    sluice_influxql::BinaryOp::Mul => "*",
+                    sluice_influxql::BinaryOp::Div => "/",
+                    sluice_influxql::BinaryOp::Mod => "%",
+                    other => {
+                        return Err(PlanError::Invalid(format!(
+                            "invalid operator {other:?} in a select field"
+                        )))
+                    }
+                };
+                Ok(format!("({a} {op} {b})"))
+            }
+            Expr::VarRef { .. } | Expr::Wildcard(_) => Err(PlanError::Invalid(
+                "mixing aggregate and non-aggregate queries is not supported".into(),
+            )),
+        }
+    }
+
+    fn bucketing(&self) -> Result<Option<Bucketing>, PlanError> {
+        let Some((interval, offset)) = self.stmt.group_by_time() else {
+            return Ok(None);
+        };
+        let every = interval.as_nanos();
+        let offset = match offset {
+            None => 0,
+            Some(TimeOffset::Duration(d)) => d.as_nanos().rem_euclid(every),
+            Some(TimeOffset::Now) => self.scope.now_ns.rem_euclid(every),
+        };
+        let range = self.filter.range;
+        // Without an upper bound InfluxDB ends the buckets at now().
+        let max = range.max.unwrap_or(self.scope.now_ns);
+        let b = Bucketing {
+            every,
+            offset,
+            min: range.min,
+            max,
+        };
+        if let Some(lo) = range.min {
+            let buckets = b
+                .start_of(max)
+                .checked_sub(b.start_of(lo))
+                .map_or(i64::MAX, |span| span / every + 1);
+            if buckets > MAX_BUCKETS {
+                return Err(PlanError::Invalid(format!(
+                    "GROUP BY time({interval}) over this time range makes {buckets} buckets, more than {MAX_BUCKETS}: use a larger interval or a shorter range"
+                )));
+            }
+        }
+        Ok(Some(b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn select(q: &str) -> SelectStatement {
+        match sluice_influxql::parse(q).map(|mut s| s.remove(0)) {
+            Ok(sluice_influxql::Statement::Select(s)) => *s,
+            other => panic!("{q}: {other:?}"),
+        }
+    }
+
+    fn plan_of(q: &str) -> Result<Option<Plan>, PlanError> {
+        let fields: BTreeMap<String, FieldType> = [
+            ("value".to_string(), FieldType::Float),
+            ("n".to_string(), FieldType::Integer),
+        ]
+        .into();
+        let tags = vec!["dc".to_string(), "host".to_string()];
+        let src = Source {
+            db: "db",
+            measurement: "cpu",
+            table: "db_autogen_cpu",
+            fields: &fields,
+            tag_keys: &tags,
+        };
+        plan(&select(q), &src, 1_000_000_000_000)
+    }
+
+    #[test]
+    fn wildcard_expands_to_fields_and_ungrouped_tags_in_name_order() {
+        let p = plan_of("SELECT * FROM cpu").unwrap().unwrap();
+        assert_eq!(p.columns, ["time", "dc", "host", "n", "value"]);
+        let p = plan_of("SELECT * FROM cpu GROUP BY host").unwrap().unwrap();
+        assert_eq!(p.columns, ["time", "dc", "n", "value"]);
+        assert!(p.tagged);
+        let p = plan_of("SELECT *::field FROM cpu").unwrap().unwrap();
+        assert_eq!(p.columns, ["time", "n", "value"]);
+        let p = plan_of("SELECT /^v/ FROM cpu").unwrap().unwrap();
+        assert_eq!(p.columns, ["time", "value"]);
+    }
+
+    #[test]
+    fn a_measurement_without_the_fields_is_left_out() {
+        assert!(plan_of("SELECT mean(other) FROM cpu").unwrap().is_none());
+        assert!(plan_of("SELECT host FROM cpu").unwrap().is_none());
+    }
+
+    #[test]
+    fn grafana_default_query_buckets_and_fills() {
+        let p = plan_of(
+            "SELECT mean(\"value\") FROM \"cpu\" WHERE time >= 1596240000000ms and time <= 1596240300000ms GROUP BY time(10s) fill(null)",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(p.columns, ["time", "mean"]);
+        assert!(p.sql.contains("avg(m.`value`)"), "{}", p.sql);
+        assert!(
+            p.sql.contains("WITH FILL FROM toInt64(1596240000000000000) TO toInt64(1596240300000000001) STEP 10000000000"),
+            "{}",
+            p.sql
+        );
+        assert!(!p.sql.contains("JOIN"), "no tags read: {}", p.sql);
+    }
+
+    #[test]
+    fn tag_filters_and_grouping_join_the_series_table() {
+        let p = plan_of(
+            "SELECT max(value) FROM cpu WHERE (host = 'a' OR host = 'b') AND time > now() - 1h GROUP BY time(1m), dc fill(none) LIMIT 5",
+        )
+        .unwrap()
+        .unwrap();
+        assert!(p.sql.contains("INNER JOIN (SELECT series_id, tags FROM `sluice_series` FINAL WHERE db = 'db' AND measurement = 'cpu' AND ((tags['host'] = 'a') OR (tags['host'] = 'b')))"), "{}", p.sql);
+        assert!(
+            p.sql.contains("toJSONString(map('dc', s.tags['dc']))"),
+            "{}",
+            p.sql
+        );
+        assert!(!p.sql.contains("WITH FILL"), "{}", p.sql);
+        assert!(p.sql.ends_with("LIMIT 0, 5 BY __sl_tags"), "{}", p.sql);
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let err = |q: &str| plan_of(q).unwrap_err().to_string();
+        assert!(err("SELECT value, mean(value) FROM cpu").contains("mixing aggregate"));
+        assert!(err("SELECT bogus(value) FROM cpu").contains("undefined function bogus()"));
+        assert!(
+            err("SELECT derivative(mean(value)) FROM cpu GROUP BY time(1m)")
+                .contains("not supported")
+        );
+        assert!(
+            err("SELECT mean(value) FROM cpu WHERE time > 0 GROUP BY time(1ns)")
+                .contains("buckets")
+        );
+    }
+}

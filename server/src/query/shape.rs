@@ -1,0 +1,202 @@
+//! The engine's rows cut into InfluxDB's answer: series of `name`, `tags`, `columns` and
+//! `values`, with `time` as the request's epoch asks.
+//!
+//! Rows come as `JSONCompactEachRowWithNamesAndTypes` (a line of names, a line of types, then
+//! one JSON array per row). The reader connections are read-only and cannot change output
+//! settings, so 64-bit integers arrive quoted; the types line says which to turn back into
+//! numbers.
+
+use serde_json::{Map, Value};
+
+use super::time::time_value;
+
+/// The rows of one answer, parsed.
+pub struct Rows {
+    pub types: Vec<String>,
+    pub rows: Vec<Vec<Value>>,
+}
+
+/// Parses the engine's output; an error names the line that is not what was asked for.
+pub fn parse_rows(out: &[u8]) -> Result<Rows, String> {
+    let text = std::str::from_utf8(out).map_err(|e| format!("engine output is not UTF-8: {e}"))?;
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let (Some(names), Some(types)) = (lines.next(), lines.next()) else {
+        return Ok(Rows {
+            types: vec![],
+            rows: vec![],
+        });
+    };
+    let types_line = types;
+    let types: Vec<String> =
+        serde_json::from_str(types).map_err(|e| format!("engine output, types line: {e}"))?;
+    let mut rows = Vec::new();
+    // The engine starts each block of a streamed answer with the names and types again when
+    // the query fills gaps (`WITH FILL`): those lines are not rows.
+    for (i, line) in lines
+        .filter(|l| *l != names && *l != types_line)
+        .enumerate()
+    {
+        let mut row: Vec<Value> =
+            serde_json::from_str(line).map_err(|e| format!("engine output, row {i}: {e}"))?;
+        for (v, t) in row.iter_mut().zip(&types) {
+            unquote_integer(v, t);
+        }
+        rows.push(row);
+    }
+    Ok(Rows { types, rows })
+}
+
+/// `"123"` of an `Int64`/`UInt64` (possibly `Nullable`) column as the number 123.
+fn unquote_integer(v: &mut Value, ty: &str) {
+    let inner = ty
+        .strip_prefix("Nullable(")
+        .and_then(|t| t.strip_suffix(')'))
+        .unwrap_or(ty);
+    if !matches!(inner, "Int64" | "UInt64" | "Int128" | "UInt128") {
+        return;
+    }
+    if let Value::String(s) = v {
+        if let Ok(n) = s.parse::<i64>() {
+            *v = Value::from(n);
+        } else if let Ok(n) = s.parse::<u64>() {
+            *v = Value::from(n);
+        }
+    }
+}
+
+/// Appends the series of one measurement's rows (`tags`, `time`, values...) to `out`: a new
+/// series where the tags change.
+pub fn series(
+    measurement: &str,
+    columns: &[String],
+    tagged: bool,
+    rows: Rows,
+    epoch: Option<i64>,
+    out: &mut Vec<Value>,
+) -> Result<(), String> {
+    let mut current: Option<(String, Vec<Value>)> = None;
+    let flush = |cur: Option<(String, Vec<Value>)>, out: &mut Vec<Value>| -> Result<(), String> {
+        if let Some((tags, values)) = cur {
+            let mut s = Map::new();
+            s.insert("name".into(), Value::from(measurement));
+            if tagged {
+                let t: Value = serde_json::from_str(&tags)
+                    .map_err(|e| format!("engine output, tags {tags:?}: {e}"))?;
+                s.insert("tags".into(), t);
+            }
+            s.insert(
+                "columns".into(),
+                Value::Array(columns.iter().map(|c| Value::from(c.as_str())).collect()),
+            );
+            s.insert("values".into(), Value::Array(values));
+            out.push(Value::Object(s));
+        }
+        Ok(())
+    };
+    for row in rows.rows {
+        let mut it = row.into_iter();
+        let (Some(tags), Some(time)) = (it.next(), it.next()) else {
+            return Err("engine output: a row without tags and time".into());
+        };
+        let tags = match tags {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        let ns = time
+            .as_i64()
+            .ok_or_else(|| format!("engine output: time {time} is not an integer"))?;
+        let mut values = Vec::with_capacity(columns.len());
+        values.push(time_value(ns, epoch));
+        values.extend(it.map(finite));
+        match &mut current {
+            Some((t, vals)) if *t == tags => vals.push(Value::Array(values)),
+            _ => {
+                flush(current.take(), out)?;
+                current = Some((tags, vec![Value::Array(values)]));
+            }
+        }
+    }
+    flush(current, out)
+}
+
+/// NaN and infinities (a `stddev` of one point) are `null` in InfluxDB's JSON; the engine
+/// writes them as strings or `null` depending on the format.
+fn finite(v: Value) -> Value {
+    match &v {
+        Value::String(s) if matches!(s.as_str(), "nan" | "inf" | "-inf" | "NaN") => Value::Null,
+        _ => v,
+    }
+}
+
+/// `SLIMIT`/`SOFFSET` over a statement's series.
+pub fn limit_series(series: &mut Vec<Value>, slimit: Option<u64>, soffset: Option<u64>) {
+    let skip = soffset.unwrap_or(0) as usize;
+    if skip > 0 {
+        series.drain(..skip.min(series.len()));
+    }
+    if let Some(n) = slimit {
+        series.truncate(n as usize);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OUT: &[u8] = br#"["__sl_tags","__sl_t","__sl_c0"]
+["String","Int64","Nullable(Int64)"]
+["{\"host\":\"a\"}","1000000","7"]
+["{\"host\":\"a\"}","2000000",null]
+["{\"host\":\"b\"}","1000000","-3"]
+"#;
+
+    #[test]
+    fn rows_become_series_per_tag_set() {
+        let rows = parse_rows(OUT).unwrap();
+        let mut out = Vec::new();
+        let cols = vec!["time".to_string(), "count".to_string()];
+        series("cpu", &cols, true, rows, Some(1_000_000), &mut out).unwrap();
+        assert_eq!(
+            Value::Array(out),
+            serde_json::json!([
+                {"name": "cpu", "tags": {"host": "a"}, "columns": ["time", "count"], "values": [[1, 7], [2, null]]},
+                {"name": "cpu", "tags": {"host": "b"}, "columns": ["time", "count"], "values": [[1, -3]]}
+            ])
+        );
+    }
+
+    #[test]
+    fn untagged_series_and_rfc3339_time() {
+        let rows = parse_rows(OUT).unwrap();
+        let mut out = Vec::new();
+        let cols = vec!["time".to_string(), "v".to_string()];
+        series("m", &cols, false, rows, None, &mut out).unwrap();
+        assert_eq!(out.len(), 2);
+        assert!(out[0].get("tags").is_none());
+        assert_eq!(out[0]["values"][0][0], "1970-01-01T00:00:00.001Z");
+    }
+
+    #[test]
+    fn empty_output_is_no_series_and_garbage_is_an_error() {
+        let mut out = Vec::new();
+        series("m", &[], false, parse_rows(b"").unwrap(), None, &mut out).unwrap();
+        assert!(out.is_empty());
+        assert!(parse_rows(b"[\"a\"]\n[\"String\"]\nnot json\n").is_err());
+    }
+
+    #[test]
+    fn repeated_names_and_types_lines_are_not_rows() {
+        let mut twice = OUT.to_vec();
+        twice.extend_from_slice(OUT);
+        assert_eq!(parse_rows(&twice).unwrap().rows.len(), 6);
+    }
+
+    #[test]
+    fn slimit_and_soffset() {
+        let mut s: Vec<Value> = (0..5).map(Value::from).collect();
+        limit_series(&mut s, Some(2), Some(1));
+        assert_eq!(s, [Value::from(1), Value::from(2)]);
+        limit_series(&mut s, None, Some(10));
+        assert!(s.is_empty());
+    }
+}

@@ -1,0 +1,207 @@
+//! InfluxQL against a real InfluxDB 1.8: the same points written to `influxd` and to sluice,
+//! then the same `/query` requests (the shapes Grafana's InfluxDB data source sends: its query
+//! builder's defaults and options, its template-variable and health-check queries) sent to
+//! both; the JSON answers must be equal (numbers within 1e-9 relative).
+//!
+//! `QUERIES` lists what is compared; a query whose answer differs fails the test with both
+//! answers printed.
+
+mod common;
+
+use common::influxd::Influxd;
+use common::Server;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// 2020-08-01T00:00:00Z, in seconds.
+const T0: i64 = 1_596_240_000;
+
+/// Points of database `g`: `cpu` (hosts h1-h3, h3 without `dc`; float `value`, integer `n`;
+/// every 10 s for 10 minutes, with holes: h1 has nothing in minute 4, h2 skips every seventh
+/// point) and `mem` (h1 only; integer `used`, float `free`).
+fn points() -> String {
+    let mut lines = Vec::new();
+    for i in 0..60i64 {
+        let t = T0 + i * 10;
+        for (h, dc) in [("h1", Some("a")), ("h2", Some("b")), ("h3", None)] {
+            if (h == "h1" && (24..30).contains(&i)) || (h == "h2" && i % 7 == 3) {
+                continue;
+            }
+            let tags = match dc {
+                Some(dc) => format!("dc={dc},host={h}"),
+                None => format!("host={h}"),
+            };
+            let hv = h.as_bytes()[1] as i64 - b'0' as i64;
+            let value = (i * 37 + hv * 11) % 100;
+            lines.push(format!(
+                "cpu,{tags} value={}.{},n={}i {t}",
+                value,
+                (i * hv) % 10,
+                i % 5 + hv
+            ));
+        }
+        if i % 2 == 0 {
+            lines.push(format!(
+                "mem,host=h1 used={}i,free={}.25 {t}",
+                1000 + i,
+                50 - i / 2
+            ));
+        }
+    }
+    lines.join("\n")
+}
+
+fn ms(s: i64) -> String {
+    format!("{}ms", s * 1000)
+}
+
+/// The queries compared, each run with `db=g&epoch=ms` (as Grafana sends them).
+fn queries() -> Vec<String> {
+    let range = format!("time >= {} and time <= {}", ms(T0), ms(T0 + 599));
+    let wide = format!("time >= {} and time <= {}", ms(T0 - 120), ms(T0 + 719));
+    let mut q = vec![
+        "SHOW MEASUREMENTS".to_string(),
+        "SHOW MEASUREMENTS WITH MEASUREMENT =~ /(?i)CP/ LIMIT 100".into(),
+        "SHOW MEASUREMENTS WHERE \"dc\" = 'a'".into(),
+        "SHOW TAG KEYS".into(),
+        "SHOW TAG KEYS FROM \"cpu\"".into(),
+        "SHOW TAG VALUES FROM \"cpu\" WITH KEY = \"host\"".into(),
+        "SHOW TAG VALUES WITH KEY IN (\"host\", \"dc\")".into(),
+        "SHOW TAG VALUES FROM \"cpu\" WITH KEY = \"host\" WHERE \"dc\" = 'b'".into(),
+        "SHOW TAG VALUES FROM \"cpu\" WITH KEY =~ /^h/".into(),
+        "SHOW FIELD KEYS".into(),
+        "SHOW FIELD KEYS FROM \"cpu\"".into(),
+        "SHOW RETENTION POLICIES on \"g\"".into(),
+        "SHOW DATABASES".into(),
+        "SHOW SERIES FROM \"cpu\"".into(),
+        "SELECT FROM cpu".into(),
+        "SELECT mean(\"value\") FROM \"nosuch\"".into(),
+    ];
+    for agg in [
+        "mean", "max", "min", "sum", "count", "first", "last", "spread", "median", "stddev",
+    ] {
+        q.push(format!(
+            "SELECT {agg}(\"value\") FROM \"autogen\".\"cpu\" WHERE {range} GROUP BY time(1m) fill(null)"
+        ));
+    }
+    q.extend([
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\" fill(none)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {wide} GROUP BY time(1m), \"host\" fill(null)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {wide} GROUP BY time(1m), \"host\" fill(0)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(1m) fill(previous)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(1m) fill(linear)"),
+        format!("SELECT max(\"value\"), min(\"value\") FROM \"cpu\" WHERE (\"host\" = 'h1' OR \"host\" = 'h2') AND {range} GROUP BY time(2m)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"host\" =~ /^h[12]$/ AND {range} GROUP BY time(5m), \"dc\""),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"dc\" != 'a' AND {range} GROUP BY time(5m)"),
+        format!("SELECT mean(\"value\") / 100 AS \"pct\" FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT percentile(\"value\", 90) FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT count(distinct(\"n\")) FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range}"),
+        format!("SELECT last(\"value\") FROM \"cpu\" WHERE {range}"),
+        format!("SELECT max(\"value\") FROM \"cpu\" WHERE {range} GROUP BY \"host\""),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(5m), * fill(none)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(5m), \"host\" fill(none) SLIMIT 1"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\" fill(none) LIMIT 2"),
+        format!("SELECT \"value\" FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 5"),
+        format!("SELECT \"value\", \"host\" FROM \"cpu\" WHERE {range} ORDER BY time DESC LIMIT 4"),
+        format!("SELECT * FROM \"mem\" WHERE {range} LIMIT 3"),
+        format!("SELECT \"used\" + 1 FROM \"mem\" WHERE {range} LIMIT 3"),
+        format!("SELECT mean(\"used\") FROM \"mem\" WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT mean(\"value\") FROM /^(cpu|mem)$/ WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT mean(*) FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\" fill(null) ORDER BY time DESC LIMIT 3"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m, 15s) fill(none)"),
+        format!("SELECT count(\"value\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(1m) fill(none)"),
+        // One most frequent value per bucket: on a tie InfluxDB's pick depends on its sort.
+        format!("SELECT mode(\"n\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} GROUP BY time(1m)"),
+        format!("SELECT \"value\" FROM \"cpu\" WHERE {range} GROUP BY \"host\" ORDER BY time DESC LIMIT 2"),
+        format!("SELECT \"value\" FROM \"cpu\" WHERE \"host\" !~ /h1/ AND \"value\" > 50 AND {range} LIMIT 3"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(5m), /d/ fill(none)"),
+        format!("SHOW DATABASES; SELECT max(\"value\") FROM \"cpu\" WHERE {range}"),
+    ]);
+    q
+}
+
+/// Equal JSON, numbers within 1e-9 relative.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (
+                x.as_f64().unwrap_or(f64::NAN),
+                y.as_f64().unwrap_or(f64::NAN),
+            );
+            x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs())
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+fn get(base: &dyn Fn(&str) -> common::Resp, q: &str) -> (u16, Value) {
+    let path = format!(
+        "/query?{}",
+        serde_urlencoded::to_string([("db", "g"), ("epoch", "ms"), ("q", q)]).expect("encode")
+    );
+    let r = base(&path);
+    let v = serde_json::from_str(r.body.trim()).unwrap_or(Value::String(r.body.clone()));
+    (r.status, v)
+}
+
+#[test]
+fn influxql_answers_match_influxdb_1_8() {
+    let influxd = Influxd::start();
+    let sluice = Server::start(&[]);
+    let body = points();
+    let create = "/query?q=CREATE%20DATABASE%20g";
+    assert_eq!(influxd.request("POST", create, &[], b"").status, 200);
+    assert_eq!(sluice.request("POST", create, &[], b"").status, 200);
+    let w = influxd.request("POST", "/write?db=g&precision=s", &[], body.as_bytes());
+    assert_eq!(w.status, 204, "influxd write: {}", w.body);
+    let w = sluice.write("db=g&precision=s", &body);
+    assert_eq!(w.status, 204, "sluice write: {}", w.body);
+    let n = body.lines().filter(|l| l.starts_with("cpu")).count();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sluice
+        .sql("SELECT count() FROM g_autogen_cpu FORMAT TSV")
+        .trim()
+        != n.to_string()
+    {
+        assert!(Instant::now() < deadline, "sluice did not flush the points");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    sluice.wait_sql("SELECT count() FROM g_autogen_mem", "30");
+
+    let influx_get = |p: &str| influxd.request("GET", p, &[], b"");
+    let sluice_get = |p: &str| sluice.request("GET", p, &[], b"");
+    let mut failures = Vec::new();
+    let mut same_count = 0;
+    for q in queries() {
+        let want = get(&influx_get, &q);
+        let got = get(&sluice_get, &q);
+        if want.0 == got.0 && same(&want.1, &got.1) {
+            same_count += 1;
+            println!("same       {q}");
+        } else {
+            println!("DIFFERENT  {q}");
+            failures.push(format!(
+                "{q}\n    influxd: {} {}\n    sluice:  {} {}",
+                want.0, want.1, got.0, got.1
+            ));
+        }
+    }
+    println!(
+        "{same_count} of {} queries answered the same",
+        same_count + failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} InfluxQL answers differ from InfluxDB 1.8:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
