@@ -118,6 +118,12 @@ fn queries() -> Vec<String> {
         format!("SELECT \"value\" FROM \"cpu\" WHERE \"host\" !~ /h1/ AND \"value\" > 50 AND {range} LIMIT 3"),
         format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(5m), /d/ fill(none)"),
         format!("SHOW DATABASES; SELECT max(\"value\") FROM \"cpu\" WHERE {range}"),
+        format!("SELECT non_negative_derivative(mean(\"value\"), 1s) FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\" fill(null)"),
+        format!("SELECT derivative(mean(\"value\")) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT difference(max(\"value\")) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT non_negative_difference(max(\"value\")) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT cumulative_sum(count(\"value\")) FROM \"cpu\" WHERE {wide} GROUP BY time(1m)"),
+        format!("SELECT moving_average(mean(\"value\"), 3) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
     ]);
     q
 }

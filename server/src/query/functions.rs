@@ -119,3 +119,119 @@ pub fn call_sql(scope: &Scope, name: &str, args: &[Expr]) -> Result<String, Plan
         _ => unreachable!("function_kind checked"),
     })
 }
+
+/// A transform over a series' buckets, computed by window functions once the aggregate of
+/// each bucket is known (and its gaps filled).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Transform {
+    /// Per `unit` nanoseconds; negative results dropped when `non_negative`.
+    Derivative {
+        unit: i64,
+        non_negative: bool,
+    },
+    Difference {
+        non_negative: bool,
+    },
+    CumulativeSum,
+    MovingAverage(u64),
+}
+
+impl Transform {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Transform::Derivative {
+                non_negative: false,
+                ..
+            } => "derivative",
+            Transform::Derivative {
+                non_negative: true, ..
+            } => "non_negative_derivative",
+            Transform::Difference {
+                non_negative: false,
+            } => "difference",
+            Transform::Difference { non_negative: true } => "non_negative_difference",
+            Transform::CumulativeSum => "cumulative_sum",
+            Transform::MovingAverage(_) => "moving_average",
+        }
+    }
+
+    /// The transform of column `c`, partitioned by series and ordered by time. The previous
+    /// value is the last one present before the bucket (InfluxDB skips empty buckets).
+    pub fn sql(&self, c: &str) -> String {
+        use super::plan::{TAGS, TIME};
+        let part = format!("PARTITION BY {TAGS} ORDER BY {TIME}");
+        let before = format!("({part} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)");
+        let x = format!("toFloat64({c})");
+        let pv = format!("last_value({x}) OVER {before}");
+        let pt = format!("last_value(if({c} IS NULL, NULL, {TIME})) OVER {before}");
+        let non_negative = |v: String, yes: bool| {
+            if yes {
+                format!("if(({v}) < 0, NULL, {v})")
+            } else {
+                v
+            }
+        };
+        match *self {
+            Transform::Derivative { unit, non_negative: nn } => non_negative(
+                format!("({x} - {pv}) * {unit} / ({TIME} - {pt})"),
+                nn,
+            ),
+            Transform::Difference { non_negative: nn } => non_negative(format!("({x} - {pv})"), nn),
+            Transform::CumulativeSum => format!(
+                "if({c} IS NULL, NULL, sum({x}) OVER ({part} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))"
+            ),
+            Transform::MovingAverage(n) => {
+                let w = format!("({part} ROWS BETWEEN {} PRECEDING AND CURRENT ROW)", n - 1);
+                format!("if({c} IS NULL OR count({x}) OVER {w} < {n}, NULL, avg({x}) OVER {w})")
+            }
+        }
+    }
+}
+
+/// `derivative(mean(v), 1s)` and its kin: the transform and the aggregate inside it. A
+/// derivative without a unit is per `default_unit` (InfluxDB: the `GROUP BY time` interval).
+pub fn transform_of(e: &Expr, default_unit: i64) -> Result<Option<(Transform, &Expr)>, PlanError> {
+    let Expr::Call { name, args } = e else {
+        return Ok(None);
+    };
+    let t = match name.as_str() {
+        "derivative" | "non_negative_derivative" => {
+            let unit = match args.get(1) {
+                None => default_unit,
+                Some(Expr::Literal(Literal::Duration(d))) if d.as_nanos() > 0 => d.as_nanos(),
+                Some(other) => {
+                    return Err(PlanError::Invalid(format!(
+                        "second argument to {name} must be a duration, got {other}"
+                    )))
+                }
+            };
+            Transform::Derivative {
+                unit,
+                non_negative: name.starts_with("non_"),
+            }
+        }
+        "difference" | "non_negative_difference" => Transform::Difference {
+            non_negative: name.starts_with("non_"),
+        },
+        "cumulative_sum" => Transform::CumulativeSum,
+        "moving_average" => match args.get(1) {
+            Some(Expr::Literal(Literal::Integer(n))) if *n > 1 => {
+                Transform::MovingAverage(*n as u64)
+            }
+            _ => {
+                return Err(PlanError::Invalid(
+                    "second argument for moving_average must be an integer greater than 1".into(),
+                ))
+            }
+        },
+        _ => return Ok(None),
+    };
+    match args.first() {
+        Some(inner @ Expr::Call { name: f, .. }) if function_kind(f).is_some() => {
+            Ok(Some((t, inner)))
+        }
+        _ => Err(PlanError::Unsupported(format!(
+            "{name}() of raw values is not supported by sluice yet: use {name}(mean(\"field\")) with GROUP BY time(...)"
+        ))),
+    }
+}

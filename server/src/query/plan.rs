@@ -399,7 +399,23 @@ impl Query<'_> {
         let bucketing = self.bucketing()?;
         let mut cols = Vec::new();
         let mut counts = Vec::new();
+        let mut transforms = Vec::new();
         for (i, e) in exprs.iter().enumerate() {
+            // `derivative(mean(v), 1s)`: the aggregate per bucket here, the transform over the
+            // buckets after the gaps are filled.
+            let per = bucketing.as_ref().map_or(1_000_000_000, |b| b.every);
+            let (e, transform) = match functions::transform_of(e, per)? {
+                Some((t, inner)) => {
+                    if bucketing.is_none() {
+                        return Err(PlanError::Invalid(format!(
+                            "{} aggregate requires a GROUP BY interval",
+                            t.name()
+                        )));
+                    }
+                    (inner, Some(t))
+                }
+                None => (*e, None),
+            };
             cols.push(format!(
                 "toNullable({}) AS {}",
                 self.agg_expr(e)?,
@@ -407,6 +423,9 @@ impl Query<'_> {
             ));
             if matches!(e, Expr::Call { name, .. } if name == "count") {
                 counts.push(i);
+            }
+            if let Some(t) = transform {
+                transforms.push((i, t));
             }
         }
         let time = match &bucketing {
@@ -450,11 +469,33 @@ impl Query<'_> {
                 format!("{v} AS {c}")
             })
             .collect();
+        let mut rows = format!(
+            "SELECT {TAGS}, {TIME}, {} FROM ({inner})",
+            outer_cols.join(", ")
+        );
+        let mut keep = String::new();
+        if !transforms.is_empty() {
+            let cols: Vec<String> = (0..exprs.len())
+                .map(|i| {
+                    let c = value_col(i);
+                    match transforms.iter().find(|(j, _)| *j == i) {
+                        Some((_, t)) => format!("{} AS {c}", t.sql(&c)),
+                        None => c,
+                    }
+                })
+                .collect();
+            rows = format!("SELECT {TAGS}, {TIME}, {} FROM ({rows})", cols.join(", "));
+            // A bucket without a transform value (the first of a series, a gap) is no row.
+            let present: Vec<String> = transforms
+                .iter()
+                .map(|(i, _)| format!("{} IS NOT NULL", value_col(*i)))
+                .collect();
+            keep = format!(" WHERE {}", present.join(" OR "));
+        }
         // ORDER BY time DESC reverses the series' order too, as in InfluxDB.
         let dir = self.direction();
         Ok(format!(
-            "SELECT {TAGS}, {TIME}, {} FROM ({inner}) ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
-            outer_cols.join(", "),
+            "SELECT * FROM ({rows}){keep} ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
             self.limit_by()
         ))
     }
@@ -633,10 +674,8 @@ mod tests {
         let err = |q: &str| plan_of(q).unwrap_err().to_string();
         assert!(err("SELECT value, mean(value) FROM cpu").contains("mixing aggregate"));
         assert!(err("SELECT bogus(value) FROM cpu").contains("undefined function bogus()"));
-        assert!(
-            err("SELECT derivative(mean(value)) FROM cpu GROUP BY time(1m)")
-                .contains("not supported")
-        );
+        assert!(err("SELECT derivative(value) FROM cpu").contains("not supported"));
+        assert!(err("SELECT derivative(mean(value)) FROM cpu").contains("GROUP BY interval"));
         assert!(
             err("SELECT mean(value) FROM cpu WHERE time > 0 GROUP BY time(1ns)")
                 .contains("buckets")
