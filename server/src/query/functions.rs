@@ -7,6 +7,47 @@ use sluice_influxql::{Expr, Literal};
 use super::cond::{self, Operand, Scope};
 use super::PlanError;
 
+/// How the aggregates of a statement are computed: in one `GROUP BY`, or in two phases like
+/// ClickHouse's Distributed engine (`-State` per series and bucket before the series' tags are
+/// joined, `-Merge` per group after): joining tags to every row of a large table cost more
+/// than the aggregation itself.
+pub struct States {
+    two_phase: bool,
+    /// The `-State` columns of the first phase, `<state> AS <name>`.
+    pub partial: Vec<String>,
+}
+
+impl States {
+    pub fn new(two_phase: bool) -> Self {
+        Self {
+            two_phase,
+            partial: Vec::new(),
+        }
+    }
+
+    /// The aggregate `f(args)`, or `f(params)(args)` with parameters.
+    pub fn agg(&mut self, f: &str, params: Option<&str>, args: &str) -> String {
+        let p = params.map(|p| format!("({p})")).unwrap_or_default();
+        if !self.two_phase {
+            return format!("{f}{p}({args})");
+        }
+        let state = format!("{f}State{p}({args})");
+        let i = match self
+            .partial
+            .iter()
+            .position(|c| c.starts_with(&format!("{state} AS ")))
+        {
+            Some(i) => i,
+            None => {
+                self.partial
+                    .push(format!("{state} AS __sl_s{}", self.partial.len()));
+                self.partial.len() - 1
+            }
+        };
+        format!("{f}Merge{p}(__sl_s{i})")
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Aggregate,
@@ -42,7 +83,12 @@ pub fn is_known_unsupported(name: &str) -> bool {
     )
 }
 
-pub fn call_sql(scope: &Scope, name: &str, args: &[Expr]) -> Result<String, PlanError> {
+pub fn call_sql(
+    scope: &Scope,
+    states: &mut States,
+    name: &str,
+    args: &[Expr],
+) -> Result<String, PlanError> {
     if function_kind(name).is_none() {
         return Err(if is_known_unsupported(name) {
             PlanError::Unsupported(format!("{name}() is not supported by sluice yet"))
@@ -69,7 +115,7 @@ pub fn call_sql(scope: &Scope, name: &str, args: &[Expr]) -> Result<String, Plan
         };
         if let Some(f) = inner {
             let x = cond::operand_sql(&scope.resolve(&f, None), "s.tags");
-            return Ok(format!("uniqExact({x})"));
+            return Ok(states.agg("uniqExact", None, &x));
         }
     }
     let Expr::VarRef { name: f, data_type } = &args[0] else {
@@ -81,21 +127,32 @@ pub fn call_sql(scope: &Scope, name: &str, args: &[Expr]) -> Result<String, Plan
         op @ Operand::Field(..) => cond::operand_sql(&op, "s.tags"),
         _ => "CAST(NULL, 'Nullable(Float64)')".into(),
     };
+    let mut agg = |f: &str, args: &str| states.agg(f, None, args);
     Ok(match name {
-        "mean" => format!("avg({x})"),
-        "median" => format!("quantileExactInclusive(0.5)({x})"),
-        "count" => format!("count({x})"),
-        "sum" => format!("sum({x})"),
-        "min" => format!("min({x})"),
-        "max" => format!("max({x})"),
+        "mean" => agg("avg", &x),
+        "median" => states.agg("quantileExactInclusive", Some("0.5"), &x),
+        "count" => agg("count", &x),
+        "sum" => agg("sum", &x),
+        "min" => agg("min", &x),
+        "max" => agg("max", &x),
         // Points at the same time: InfluxDB's first and last keep the greatest value.
-        "first" => format!("argMax({x}, (-toUnixTimestamp64Nano(m.time), {x}))"),
-        "last" => format!("argMax({x}, (m.time, {x}))"),
-        "spread" => format!("(max({x}) - min({x}))"),
-        "stddev" => format!("if(count({x}) < 2, NULL, stddevSamp({x}))"),
+        "first" => agg(
+            "argMax",
+            &format!("{x}, (-toUnixTimestamp64Nano(m.time), {x})"),
+        ),
+        "last" => agg("argMax", &format!("{x}, (m.time, {x})")),
+        "spread" => format!("({} - {})", agg("max", &x), agg("min", &x)),
+        "stddev" => format!(
+            "if({} < 2, NULL, {})",
+            agg("count", &x),
+            agg("stddevSamp", &x)
+        ),
         // The most frequent value, the smallest of those on a tie (InfluxDB sorts first).
         "mode" => {
-            let counts = format!("sumMapIf(map(assumeNotNull({x}), toUInt64(1)), {x} IS NOT NULL)");
+            let counts = agg(
+                "sumMapIf",
+                &format!("map(assumeNotNull({x}), toUInt64(1)), {x} IS NOT NULL"),
+            );
             format!(
                 "arrayElement(arraySort((v, c) -> (-c, v), mapKeys({counts}), mapValues({counts})), 1)"
             )
@@ -112,8 +169,10 @@ pub fn call_sql(scope: &Scope, name: &str, args: &[Expr]) -> Result<String, Plan
             };
             // InfluxDB's nearest rank: the element at floor(n * p / 100 + 0.5), 1-based;
             // none when that falls outside the values.
+            let n = agg("count", &x);
+            let all = agg("groupArray", &x);
             format!(
-                "if(toInt64(floor(count({x}) * {p:?} / 100 + 0.5)) BETWEEN 1 AND count({x}), arraySort(groupArray({x}))[toInt64(floor(count({x}) * {p:?} / 100 + 0.5))], NULL)"
+                "if(toInt64(floor({n} * {p:?} / 100 + 0.5)) BETWEEN 1 AND {n}, arraySort({all})[toInt64(floor({n} * {p:?} / 100 + 0.5))], NULL)"
             )
         }
         _ => unreachable!("function_kind checked"),

@@ -31,6 +31,8 @@ pub const MAX_BUCKETS: i64 = 1_000_000;
 /// Column names of the query: unlikely to be a field's, and never shown to clients.
 pub(super) const TAGS: &str = "__sl_tags";
 pub(super) const TIME: &str = "__sl_t";
+/// The series of a partial aggregate (two-phase aggregation).
+const SID: &str = "__sl_sid";
 
 fn value_col(i: usize) -> String {
     format!("__sl_c{i}")
@@ -294,21 +296,24 @@ struct Query<'a> {
 }
 
 impl Query<'_> {
-    /// `FROM` and `WHERE`: the table, joined with its series' tags when anything reads them.
-    fn tables_and_filter(&self, needs_tags: bool, extra: &[String]) -> String {
-        let series = {
-            let mut conds = vec![
-                format!("db = {}", quote_str(self.src.db)),
-                format!("measurement = {}", quote_str(self.src.measurement)),
-            ];
-            conds.extend(self.filter.series.iter().cloned());
-            format!(
-                "SELECT series_id, tags FROM {} FINAL WHERE {}",
-                quote_ident(SERIES_TABLE),
-                conds.join(" AND ")
-            )
-        };
-        let join = needs_tags || self.grouping.tagged() || self.filter.rows_use_tags;
+    /// The measurement's series that the tag conditions select, with their tags.
+    fn series_sql(&self) -> String {
+        let mut conds = vec![
+            format!("db = {}", quote_str(self.src.db)),
+            format!("measurement = {}", quote_str(self.src.measurement)),
+        ];
+        conds.extend(self.filter.series.iter().cloned());
+        format!(
+            "SELECT series_id, tags FROM {} FINAL WHERE {}",
+            quote_ident(SERIES_TABLE),
+            conds.join(" AND ")
+        )
+    }
+
+    /// `FROM` and `WHERE`: the table, joined with its series' tags when `join` (else the tag
+    /// conditions select series by id).
+    fn tables_and_filter(&self, join: bool, extra: &[String]) -> String {
+        let series = self.series_sql();
         let mut sql = format!("FROM {} AS m", quote_ident(self.src.table));
         let mut conds: Vec<String> = Vec::new();
         if join {
@@ -397,6 +402,10 @@ impl Query<'_> {
     /// Aggregates and selectors, per time bucket when there is `GROUP BY time(...)`.
     fn aggregate(&self, exprs: &[&Expr]) -> Result<String, PlanError> {
         let bucketing = self.bucketing()?;
+        // Grouped by tags, aggregate each series first and join the tags to the partials: a
+        // row-level tag condition needs the tags of every row, and one phase.
+        let two_phase = self.grouping.tagged() && !self.filter.rows_use_tags;
+        let mut states = functions::States::new(two_phase);
         let mut cols = Vec::new();
         let mut counts = Vec::new();
         let mut transforms = Vec::new();
@@ -418,7 +427,7 @@ impl Query<'_> {
             };
             cols.push(format!(
                 "toNullable({}) AS {}",
-                self.agg_expr(e)?,
+                self.agg_expr(e, &mut states)?,
                 value_col(i)
             ));
             if matches!(e, Expr::Call { name, .. } if name == "count") {
@@ -430,7 +439,7 @@ impl Query<'_> {
         }
         let time = match &bucketing {
             Some(b) => b.bucket_sql(),
-            None => self.selector_time(exprs),
+            None => self.selector_time(exprs, &mut states),
         };
         // Without buckets the time is a constant or a selector's aggregate: not a key.
         let keys = if bucketing.is_some() {
@@ -438,12 +447,35 @@ impl Query<'_> {
         } else {
             TAGS.to_string()
         };
-        let inner = format!(
-            "SELECT {} AS {TAGS}, {time} AS {TIME}, {} {} GROUP BY {keys}",
-            self.grouping.sql(),
-            cols.join(", "),
-            self.tables_and_filter(false, &[])
-        );
+        let inner = if two_phase {
+            let (bucket, by_bucket, time) = match &bucketing {
+                Some(_) => (
+                    format!(", {time} AS {TIME}"),
+                    format!(", {TIME}"),
+                    format!("p.{TIME}"),
+                ),
+                None => (String::new(), String::new(), time),
+            };
+            let partial = format!(
+                "SELECT m.series_id AS {SID}{bucket}, {} {} GROUP BY {SID}{by_bucket}",
+                states.partial.join(", "),
+                self.tables_and_filter(false, &[])
+            );
+            format!(
+                "SELECT {} AS {TAGS}, {time} AS {TIME}, {} FROM ({partial}) AS p INNER JOIN ({}) AS s ON p.{SID} = s.series_id GROUP BY {keys}",
+                self.grouping.sql(),
+                cols.join(", "),
+                self.series_sql()
+            )
+        } else {
+            let join = self.grouping.tagged() || self.filter.rows_use_tags;
+            format!(
+                "SELECT {} AS {TAGS}, {time} AS {TIME}, {} {} GROUP BY {keys}",
+                self.grouping.sql(),
+                cols.join(", "),
+                self.tables_and_filter(join, &[])
+            )
+        };
         let fill = self.stmt.fill.unwrap_or(Fill::Null);
         let (inner, filled) = match (&bucketing, fill) {
             (Some(b), f) if f != Fill::None => (format!("{inner} {}", b.fill_sql()?), true),
@@ -502,7 +534,7 @@ impl Query<'_> {
 
     /// The time of a row without `GROUP BY time`: the point's own for a lone `first`,
     /// `last`, `min` or `max` (InfluxDB's selectors), else the start of the time range (or 0).
-    fn selector_time(&self, exprs: &[&Expr]) -> String {
+    fn selector_time(&self, exprs: &[&Expr], states: &mut functions::States) -> String {
         let start = self.filter.range.min.unwrap_or(0);
         let fallback = format!("toInt64({start})");
         let [Expr::Call { name, args }] = exprs else {
@@ -514,26 +546,34 @@ impl Query<'_> {
         let x = cond::operand_sql(&self.scope.resolve(f, *data_type), "s.tags");
         let ns = "toUnixTimestamp64Nano(m.time)";
         match name.as_str() {
-            "first" => format!("argMinIf({ns}, m.time, {x} IS NOT NULL)"),
-            "last" => format!("argMaxIf({ns}, m.time, {x} IS NOT NULL)"),
-            "min" => format!("argMinIf({ns}, ({x}, {ns}), {x} IS NOT NULL)"),
-            "max" => format!("argMaxIf({ns}, ({x}, -{ns}), {x} IS NOT NULL)"),
+            "first" => states.agg("argMinIf", None, &format!("{ns}, m.time, {x} IS NOT NULL")),
+            "last" => states.agg("argMaxIf", None, &format!("{ns}, m.time, {x} IS NOT NULL")),
+            "min" => states.agg(
+                "argMinIf",
+                None,
+                &format!("{ns}, ({x}, {ns}), {x} IS NOT NULL"),
+            ),
+            "max" => states.agg(
+                "argMaxIf",
+                None,
+                &format!("{ns}, ({x}, -{ns}), {x} IS NOT NULL"),
+            ),
             _ => fallback,
         }
     }
 
     /// An expression of an aggregate query: calls become ClickHouse aggregates; constants
     /// and arithmetic stay; a bare field is InfluxDB's "mixing" error.
-    fn agg_expr(&self, e: &Expr) -> Result<String, PlanError> {
+    fn agg_expr(&self, e: &Expr, states: &mut functions::States) -> Result<String, PlanError> {
         match e {
-            Expr::Call { name, args } => functions::call_sql(self.scope, name, args),
+            Expr::Call { name, args } => functions::call_sql(self.scope, states, name, args),
             Expr::Distinct(_) => Err(PlanError::Unsupported(
                 "DISTINCT returns a row per value, which sluice does not run yet: use count(distinct(\"f\"))".into(),
             )),
             Expr::Literal(l) => cond::literal_sql(l),
-            Expr::Paren(inner) => Ok(format!("({})", self.agg_expr(inner)?)),
+            Expr::Paren(inner) => Ok(format!("({})", self.agg_expr(inner, states)?)),
             Expr::Binary { lhs, op, rhs } => {
-                let (a, b) = (self.agg_expr(lhs)?, self.agg_expr(rhs)?);
+                let (a, b) = (self.agg_expr(lhs, states)?, self.agg_expr(rhs, states)?);
                 let op = match op {
                     sluice_influxql::BinaryOp::Add => "+",
                     sluice_influxql::BinaryOp::Sub => "-",
