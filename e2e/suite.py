@@ -812,6 +812,40 @@ def scale_down_pods_follow():
 
 
 @scenario
+def grafana_queries_through_the_service():
+    """InfluxQL as Grafana's data source sends it, through the Service (one pod now): the
+    health check, template-variable queries and a query-builder panel see the points written
+    at the start, exactly."""
+    svc = ACC.service()
+
+    def influxql(q):
+        path = "/query?" + urllib.parse.urlencode({"db": DB, "epoch": "ms", "q": q})
+        st, body = req("GET", svc, path)
+        if st != 200:
+            raise Fail(f"{q}: {st} {body[:300]!r}")
+        res = json.loads(body)["results"][0]
+        if "error" in res:
+            raise Fail(f"{q}: {res['error']}")
+        return res.get("series", [])
+
+    names = {v[0] for s in influxql("SHOW MEASUREMENTS") for v in s["values"]}
+    if not {"lp", "mp"} <= names:
+        raise Fail(f"SHOW MEASUREMENTS: {sorted(names)}")
+    hosts = [v[1] for s in influxql('SHOW TAG VALUES FROM "lp" WITH KEY = "host"') for v in s["values"]]
+    # `raw` is the host of the two points in policy `raw`: tag values are per database.
+    if hosts != [f"h{i}" for i in range(10)] + ["raw"]:
+        raise Fail(f"SHOW TAG VALUES: {hosts}")
+    row = influxql('SELECT count("v"), sum("n") FROM "lp" WHERE time > now() - 1d')[0]["values"][0]
+    if row[1:] != [1000, 499500]:
+        raise Fail(f"count and sum of lp: {row}")
+    per_host = influxql('SELECT count("v") FROM "lp" WHERE time > now() - 1d GROUP BY time(1h), "host" fill(none)')
+    counts = {s["tags"]["host"]: sum(v[1] for v in s["values"]) for s in per_host}
+    if counts != {f"h{i}": 100 for i in range(10)}:
+        raise Fail(f"count per host: {counts}")
+    return "SHOW MEASUREMENTS, SHOW TAG VALUES (11 hosts), count 1000 / sum 499500, 100 per host per GROUP BY time(1h), host"
+
+
+@scenario
 def helm_upgrade_new_image_tag():
     """helm upgrade the operator to a new image tag (tenant pods untouched), then move the tenant to
     the new server tag under load (rolled, nothing lost)."""
