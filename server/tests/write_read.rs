@@ -675,3 +675,51 @@ fn the_server_configures_chdbs_allocator_unless_told_otherwise() {
     );
     assert!(!env.contains(&format!("{var}={value}")));
 }
+
+/// One bound for everything a `/query` request reads: several statements (or a regex over many
+/// measurements) cannot each take `query.max_result_bytes`.
+#[test]
+fn influxql_answers_share_one_result_bound_per_request() {
+    let s = Server::start(&[("SLUICE_QUERY_MAX_RESULT_BYTES", "8KiB")]);
+    let body: Vec<String> = (0..400)
+        .map(|i| format!("m,host=h{} v={i} {i}", i % 4))
+        .collect();
+    assert_eq!(s.write("db=b&precision=s", &body.join("\n")).status, 204);
+    s.wait_sql("SELECT count() FROM b_autogen_m", "400");
+    let one = "SELECT v FROM m LIMIT 40";
+    let ask = |q: &str| {
+        let path = format!(
+            "/query?{}",
+            serde_urlencoded::to_string([("db", "b"), ("q", q)]).unwrap()
+        );
+        let r = s.request("GET", &path, &[], b"");
+        assert_eq!(r.status, 200, "{}", r.body);
+        serde_json::from_str::<serde_json::Value>(&r.body).unwrap()
+    };
+    let v = ask(one);
+    assert_eq!(
+        v["results"][0]["series"][0]["values"]
+            .as_array()
+            .map(Vec::len),
+        Some(40)
+    );
+    let v = ask(&[one; 12].join("; "));
+    let results = v["results"].as_array().unwrap();
+    assert!(results[0].get("series").is_some(), "{v}");
+    let last = results.last().unwrap();
+    assert!(
+        last["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("query.max_result_bytes")),
+        "the twelfth statement should be over the request's bound: {last}"
+    );
+    // Too large alone: an error naming the bound, and the server goes on.
+    let v = ask("SELECT v FROM m");
+    assert!(
+        v["results"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("max_result_bytes")),
+        "{v}"
+    );
+    assert_eq!(s.request("GET", "/ping", &[], b"").status, 204);
+}

@@ -71,13 +71,16 @@ pub fn run(app: &App, req: &Request) -> Answer {
         return Answer::ParseError("missing required parameter \"q\"".into());
     }
     let now_ns = now_ns();
+    let budget = Budget::new(app.cfg.query.max_result_bytes.0);
     let results: Vec<Value> = statements
         .iter()
         .enumerate()
-        .map(|(id, s)| match statement(app, req, s, now_ns, id) {
-            Ok(v) => v,
-            Err(msg) => answer::result_error(id, &msg),
-        })
+        .map(
+            |(id, s)| match statement(app, &budget, req, s, now_ns, id) {
+                Ok(v) => v,
+                Err(msg) => answer::result_error(id, &msg),
+            },
+        )
         .collect();
     Answer::Results(json!({ "results": results }))
 }
@@ -99,6 +102,7 @@ fn with_series(id: usize, series: Vec<Value>) -> Value {
 
 fn statement(
     app: &App,
+    budget: &Budget,
     req: &Request,
     s: &Statement,
     now_ns: i64,
@@ -117,7 +121,7 @@ fn statement(
         Ok(db.to_string())
     };
     match s {
-        Statement::Select(sel) => select(app, req, sel, now_ns, id),
+        Statement::Select(sel) => select(app, budget, req, sel, now_ns, id),
         Statement::ShowDatabases => Ok(answer::result_databases(id, &catalog.database_names())),
         Statement::ShowRetentionPolicies { database } => {
             let db = db_of(database)?;
@@ -149,6 +153,7 @@ fn statement(
                 .map_err(|e| e.to_string())?;
             let rows = fetch(
                 app,
+                budget,
                 &meta::measurements_sql(&filter, m.order, m.limit, m.offset),
             )?;
             let values: Vec<Value> = rows.rows.into_iter().map(Value::Array).collect();
@@ -165,7 +170,7 @@ fn statement(
             let db = db_of(&t.database)?;
             let filter = meta::series_filter(&db, &t.sources, t.condition.as_ref(), now_ns)
                 .map_err(|e| e.to_string())?;
-            let rows = fetch(app, &meta::tag_keys_sql(&filter))?;
+            let rows = fetch(app, budget, &meta::tag_keys_sql(&filter))?;
             let mut series = Vec::new();
             for row in rows.rows {
                 let (Some(m), Some(Value::Array(keys))) = (row.first(), row.get(1)) else {
@@ -184,7 +189,7 @@ fn statement(
             let db = db_of(&t.database)?;
             let filter = meta::series_filter(&db, &t.sources, t.condition.as_ref(), now_ns)
                 .map_err(|e| e.to_string())?;
-            let rows = fetch(app, &meta::tag_values_sql(&filter, &t.key, t.order))?;
+            let rows = fetch(app, budget, &meta::tag_values_sql(&filter, &t.key, t.order))?;
             Ok(with_series(
                 id,
                 per_measurement(rows.rows, &["key", "value"], t.limit, t.offset),
@@ -193,7 +198,7 @@ fn statement(
         Statement::ShowFieldKeys(f) => {
             let db = db_of(&f.database)?;
             let mut series = Vec::new();
-            for (measurement, fields) in sources_of(app, &db, req.rp, &f.sources)? {
+            for (measurement, fields) in sources_of(app, budget, &db, req.rp, &f.sources)? {
                 let values: Vec<Value> = fields
                     .iter()
                     .map(|(k, t)| json!([k, meta::field_type_name(*t)]))
@@ -213,7 +218,7 @@ fn statement(
             let db = db_of(&s.database)?;
             let filter = meta::series_filter(&db, &s.sources, s.condition.as_ref(), now_ns)
                 .map_err(|e| e.to_string())?;
-            let rows = fetch(app, &meta::series_sql(&filter))?;
+            let rows = fetch(app, budget, &meta::series_sql(&filter))?;
             let mut keys: Vec<String> = rows
                 .rows
                 .iter()
@@ -246,7 +251,7 @@ fn statement(
             let db = db_of(&c.database)?;
             let filter = meta::series_filter(&db, &c.sources, c.condition.as_ref(), now_ns)
                 .map_err(|e| e.to_string())?;
-            let rows = fetch(app, &meta::measurement_cardinality_sql(&filter))?;
+            let rows = fetch(app, budget, &meta::measurement_cardinality_sql(&filter))?;
             let n = rows
                 .rows
                 .first()
@@ -262,7 +267,7 @@ fn statement(
             let db = db_of(&c.database)?;
             let filter = meta::series_filter(&db, &c.sources, c.condition.as_ref(), now_ns)
                 .map_err(|e| e.to_string())?;
-            let rows = fetch(app, &meta::series_cardinality_sql(&filter))?;
+            let rows = fetch(app, budget, &meta::series_cardinality_sql(&filter))?;
             if c.exact {
                 return Ok(with_series(
                     id,
@@ -319,6 +324,7 @@ fn per_measurement(
 /// default), with their fields, in name order. No sources: every measurement of the policy.
 fn sources_of(
     app: &App,
+    budget: &Budget,
     db: &str,
     rp: Option<&str>,
     sources: &[Measurement],
@@ -356,7 +362,7 @@ fn sources_of(
                 }
             }
             MeasurementName::Regex(re) => {
-                for name in matching(app, all.keys(), re.as_str())? {
+                for name in matching(app, budget, all.keys(), re.as_str())? {
                     if let Some(f) = all.get(&name) {
                         out.insert(name, f.clone());
                     }
@@ -370,6 +376,7 @@ fn sources_of(
 /// The names that match `re`, asked of the engine (RE2, as InfluxDB's Go regexes).
 fn matching<'a>(
     app: &App,
+    budget: &Budget,
     names: impl Iterator<Item = &'a String>,
     re: &str,
 ) -> Result<Vec<String>, String> {
@@ -379,6 +386,7 @@ fn matching<'a>(
     }
     let rows = fetch(
         app,
+        budget,
         &format!(
             "SELECT arrayJoin(arrayFilter(x -> match(x, {}), [{}]))",
             sluice_core::names::quote_str(re),
@@ -394,6 +402,7 @@ fn matching<'a>(
 
 fn select(
     app: &App,
+    budget: &Budget,
     req: &Request,
     sel: &SelectStatement,
     now_ns: i64,
@@ -427,10 +436,12 @@ fn select(
             .or(req.rp.filter(|r| !r.is_empty()).map(str::to_string))
             .or_else(|| app.ingest.catalog.default_policy(&db))
             .ok_or_else(|| format!("database not found: {db}"))?;
-        for (measurement, fields) in sources_of(app, &db, Some(&rp), std::slice::from_ref(m))? {
+        for (measurement, fields) in
+            sources_of(app, budget, &db, Some(&rp), std::slice::from_ref(m))?
+        {
             let table = sluice_core::names::table_name(&db, &rp, &measurement);
             let tag_keys = if needs_tag_keys(sel) {
-                tag_keys(app, &db, &measurement)?
+                tag_keys(app, budget, &db, &measurement)?
             } else {
                 vec![]
             };
@@ -444,7 +455,7 @@ fn select(
             let Some(p) = plan::plan(sel, &src, now_ns).map_err(|e| e.to_string())? else {
                 continue;
             };
-            let rows = fetch(app, &p.sql)?;
+            let rows = fetch(app, budget, &p.sql)?;
             shape::series(&measurement, &p.columns, p.tagged, rows, epoch, &mut series)?;
         }
     }
@@ -469,13 +480,18 @@ fn needs_tag_keys(sel: &SelectStatement) -> bool {
         })
 }
 
-fn tag_keys(app: &App, db: &str, measurement: &str) -> Result<Vec<String>, String> {
+fn tag_keys(
+    app: &App,
+    budget: &Budget,
+    db: &str,
+    measurement: &str,
+) -> Result<Vec<String>, String> {
     let filter = format!(
         "db = {} AND measurement = {}",
         sluice_core::names::quote_str(db),
         sluice_core::names::quote_str(measurement)
     );
-    let rows = fetch(app, &meta::tag_keys_sql(&filter))?;
+    let rows = fetch(app, budget, &meta::tag_keys_sql(&filter))?;
     Ok(rows
         .rows
         .first()
@@ -489,15 +505,31 @@ fn tag_keys(app: &App, db: &str, measurement: &str) -> Result<Vec<String>, Strin
         .unwrap_or_default())
 }
 
-/// Runs `sql` on a query connection and parses its rows; the answer is bounded by
-/// `query.max_result_bytes` (the engine enforces it too, on what it produces).
-fn fetch(app: &App, sql: &str) -> Result<shape::Rows, String> {
+/// What is left of a request's `query.max_result_bytes`: the rows of every query a request
+/// runs (several statements, a regex over many measurements) count against one bound.
+pub struct Budget {
+    max: u64,
+    left: std::cell::Cell<u64>,
+}
+
+impl Budget {
+    pub fn new(max: u64) -> Self {
+        Self {
+            max,
+            left: std::cell::Cell::new(max),
+        }
+    }
+}
+
+/// Runs `sql` on a query connection and parses its rows, within what is left of the
+/// request's `query.max_result_bytes` (the engine enforces it too, per query).
+fn fetch(app: &App, budget: &Budget, sql: &str) -> Result<shape::Rows, String> {
     let q = &app.cfg.query;
-    let max = q.max_result_bytes.0;
+    let (max, left) = (budget.max, budget.left.get());
     let mut out: Vec<u8> = Vec::new();
     let mut over = false;
     let mut sink = |chunk: Vec<u8>| {
-        if (out.len() + chunk.len()) as u64 > max {
+        if (out.len() + chunk.len()) as u64 > left {
             over = true;
             return false;
         }
@@ -518,9 +550,10 @@ fn fetch(app: &App, sql: &str) -> Result<shape::Rows, String> {
         })?;
     if over {
         return Err(format!(
-            "the answer is larger than query.max_result_bytes ({max} bytes): narrow the time range, add a LIMIT or a coarser GROUP BY time"
+            "the answer is larger than query.max_result_bytes ({max} bytes, for all the statements of a request together): narrow the time range, add a LIMIT or a coarser GROUP BY time"
         ));
     }
+    budget.left.set(left - out.len() as u64);
     shape::parse_rows(&out)
 }
 
