@@ -124,6 +124,15 @@ fn queries() -> Vec<String> {
         format!("SELECT non_negative_difference(max(\"value\")) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
         format!("SELECT cumulative_sum(count(\"value\")) FROM \"cpu\" WHERE {wide} GROUP BY time(1m)"),
         format!("SELECT moving_average(mean(\"value\"), 3) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT derivative(\"value\", 1s) FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 5"),
+        format!("SELECT non_negative_derivative(\"value\") FROM \"cpu\" WHERE \"host\" = 'h2' AND {range} LIMIT 5"),
+        format!("SELECT difference(\"n\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 5"),
+        format!("SELECT elapsed(\"value\", 10s) FROM \"cpu\" WHERE \"host\" = 'h2' AND {range} LIMIT 8"),
+        format!("SELECT cumulative_sum(\"n\") FROM \"cpu\" WHERE \"host\" = 'h3' AND {range} LIMIT 5"),
+        format!("SELECT moving_average(\"value\", 3) FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 5"),
+        format!("SELECT derivative(\"value\") FROM \"cpu\" WHERE {range} GROUP BY \"host\" LIMIT 3"),
+        format!("SELECT \"value\" FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT derivative(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
     ]);
     q
 }

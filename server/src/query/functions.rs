@@ -193,6 +193,8 @@ pub enum Transform {
     },
     CumulativeSum,
     MovingAverage(u64),
+    /// Time since the previous point, in units of this many nanoseconds.
+    Elapsed(i64),
 }
 
 impl Transform {
@@ -211,6 +213,7 @@ impl Transform {
             Transform::Difference { non_negative: true } => "non_negative_difference",
             Transform::CumulativeSum => "cumulative_sum",
             Transform::MovingAverage(_) => "moving_average",
+            Transform::Elapsed(_) => "elapsed",
         }
     }
 
@@ -239,6 +242,9 @@ impl Transform {
             Transform::CumulativeSum => format!(
                 "if({c} IS NULL, NULL, sum({x}) OVER ({part} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))"
             ),
+            Transform::Elapsed(unit) => {
+                format!("if({c} IS NULL, NULL, intDiv({TIME} - {pt}, {unit}))")
+            }
             Transform::MovingAverage(n) => {
                 let w = format!("({part} ROWS BETWEEN {} PRECEDING AND CURRENT ROW)", n - 1);
                 format!("if({c} IS NULL OR count({x}) OVER {w} < {n}, NULL, avg({x}) OVER {w})")
@@ -273,6 +279,15 @@ pub fn transform_of(e: &Expr, default_unit: i64) -> Result<Option<(Transform, &E
             non_negative: name.starts_with("non_"),
         },
         "cumulative_sum" => Transform::CumulativeSum,
+        "elapsed" => Transform::Elapsed(match args.get(1) {
+            None => 1,
+            Some(Expr::Literal(Literal::Duration(d))) if d.as_nanos() > 0 => d.as_nanos(),
+            Some(other) => {
+                return Err(PlanError::Invalid(format!(
+                    "second argument to elapsed must be a duration, got {other}"
+                )))
+            }
+        }),
         "moving_average" => match args.get(1) {
             Some(Expr::Literal(Literal::Integer(n))) if *n > 1 => {
                 Transform::MovingAverage(*n as u64)
@@ -289,8 +304,26 @@ pub fn transform_of(e: &Expr, default_unit: i64) -> Result<Option<(Transform, &E
         Some(inner @ Expr::Call { name: f, .. }) if function_kind(f).is_some() => {
             Ok(Some((t, inner)))
         }
-        _ => Err(PlanError::Unsupported(format!(
-            "{name}() of raw values is not supported by sluice yet: use {name}(mean(\"field\")) with GROUP BY time(...)"
+        Some(inner @ Expr::VarRef { .. }) => Ok(Some((t, inner))),
+        _ => Err(PlanError::Invalid(format!(
+            "expected a field or an aggregate as the first argument of {name}()"
         ))),
     }
 }
+
+/// Whether `e` is a transform of a field itself (`derivative("v", 1s)`, `elapsed("v")`),
+/// which runs over the points rather than over buckets.
+pub fn is_raw_transform(e: &Expr) -> bool {
+    matches!(e, Expr::Call { name, args }
+        if TRANSFORMS.contains(&name.as_str()) && matches!(args.first(), Some(Expr::VarRef { .. })))
+}
+
+const TRANSFORMS: [&str; 7] = [
+    "derivative",
+    "non_negative_derivative",
+    "difference",
+    "non_negative_difference",
+    "cumulative_sum",
+    "moving_average",
+    "elapsed",
+];

@@ -88,7 +88,9 @@ pub fn plan(stmt: &SelectStatement, src: &Source, now_ns: i64) -> Result<Option<
     if !exprs.iter().any(|e| reads_a_field(e, &scope)) {
         return Ok(None);
     }
-    let aggregate = exprs.iter().any(|e| has_call(e));
+    let aggregate = exprs
+        .iter()
+        .any(|e| has_call(e) && !functions::is_raw_transform(e));
     let filter = cond::split(stmt.condition.as_ref(), &scope)?;
     let q = Query {
         stmt,
@@ -360,9 +362,30 @@ impl Query<'_> {
 
     /// Rows as they are: one per point with at least one selected field present.
     fn raw(&self, exprs: &[&Expr]) -> Result<String, PlanError> {
+        let transforming = exprs.iter().any(|e| functions::is_raw_transform(e));
+        if self.stmt.group_by_time().is_some() && !transforming {
+            return Err(PlanError::Invalid(
+                "GROUP BY requires at least one aggregate function".into(),
+            ));
+        }
         let mut cols = Vec::new();
         let mut present = Vec::new();
+        let mut transforms = Vec::new();
         for (i, e) in exprs.iter().enumerate() {
+            // `derivative("v", 1s)`: the field's points here, the transform over them after.
+            let e = match functions::transform_of(e, 1_000_000_000)? {
+                Some((t, _)) if self.stmt.group_by_time().is_some() => {
+                    return Err(PlanError::Invalid(format!(
+                        "aggregate function required inside the call to {}",
+                        t.name()
+                    )))
+                }
+                Some((t, field)) => {
+                    transforms.push((i, t));
+                    field
+                }
+                None => *e,
+            };
             let (sql, tag) = self.raw_expr(e)?;
             if !tag {
                 present.push(format!("{} IS NOT NULL", value_col(i)));
@@ -377,13 +400,52 @@ impl Query<'_> {
         // Points of several series at one time come in series-key order, as InfluxDB merges
         // them.
         let dir = self.direction();
-        Ok(format!(
-            "SELECT {} AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {} {} ORDER BY {TAGS}{dir}, {TIME}{dir}, toJSONString(mapSort(s.tags)){dir}{}",
+        if transforms.is_empty() {
+            return Ok(format!(
+                "SELECT {} AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {} {} ORDER BY {TAGS}{dir}, {TIME}{dir}, toJSONString(mapSort(s.tags)){dir}{}",
+                self.grouping.sql(),
+                cols.join(", "),
+                self.tables_and_filter(true, &extra),
+                self.limit_by()
+            ));
+        }
+        let points = format!(
+            "SELECT {} AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {} {}",
             self.grouping.sql(),
             cols.join(", "),
-            self.tables_and_filter(true, &extra),
+            self.tables_and_filter(true, &extra)
+        );
+        Ok(self.transformed(points, exprs.len(), &transforms))
+    }
+
+    /// `rows` (tags, time, values) with the transforms applied per series in time order;
+    /// rows where no transform has a value (a series' first point, a gap) are left out.
+    fn transformed(
+        &self,
+        rows: String,
+        width: usize,
+        transforms: &[(usize, functions::Transform)],
+    ) -> String {
+        let cols: Vec<String> = (0..width)
+            .map(|i| {
+                let c = value_col(i);
+                match transforms.iter().find(|(j, _)| *j == i) {
+                    Some((_, t)) => format!("{} AS {c}", t.sql(&c)),
+                    None => c,
+                }
+            })
+            .collect();
+        let present: Vec<String> = transforms
+            .iter()
+            .map(|(i, _)| format!("{} IS NOT NULL", value_col(*i)))
+            .collect();
+        let dir = self.direction();
+        format!(
+            "SELECT * FROM (SELECT {TAGS}, {TIME}, {} FROM ({rows})) WHERE {} ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
+            cols.join(", "),
+            present.join(" OR "),
             self.limit_by()
-        ))
+        )
     }
 
     /// A select expression of a raw query; true when it reads a tag.
@@ -415,6 +477,12 @@ impl Query<'_> {
             let per = bucketing.as_ref().map_or(1_000_000_000, |b| b.every);
             let (e, transform) = match functions::transform_of(e, per)? {
                 Some((t, inner)) => {
+                    if matches!(inner, Expr::VarRef { .. }) {
+                        return Err(PlanError::Invalid(format!(
+                            "aggregate function required inside the call to {}",
+                            t.name()
+                        )));
+                    }
                     if bucketing.is_none() {
                         return Err(PlanError::Invalid(format!(
                             "{} aggregate requires a GROUP BY interval",
@@ -501,33 +569,17 @@ impl Query<'_> {
                 format!("{v} AS {c}")
             })
             .collect();
-        let mut rows = format!(
+        let rows = format!(
             "SELECT {TAGS}, {TIME}, {} FROM ({inner})",
             outer_cols.join(", ")
         );
-        let mut keep = String::new();
         if !transforms.is_empty() {
-            let cols: Vec<String> = (0..exprs.len())
-                .map(|i| {
-                    let c = value_col(i);
-                    match transforms.iter().find(|(j, _)| *j == i) {
-                        Some((_, t)) => format!("{} AS {c}", t.sql(&c)),
-                        None => c,
-                    }
-                })
-                .collect();
-            rows = format!("SELECT {TAGS}, {TIME}, {} FROM ({rows})", cols.join(", "));
-            // A bucket without a transform value (the first of a series, a gap) is no row.
-            let present: Vec<String> = transforms
-                .iter()
-                .map(|(i, _)| format!("{} IS NOT NULL", value_col(*i)))
-                .collect();
-            keep = format!(" WHERE {}", present.join(" OR "));
+            return Ok(self.transformed(rows, exprs.len(), &transforms));
         }
         // ORDER BY time DESC reverses the series' order too, as in InfluxDB.
         let dir = self.direction();
         Ok(format!(
-            "SELECT * FROM ({rows}){keep} ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
+            "SELECT * FROM ({rows}) ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
             self.limit_by()
         ))
     }
@@ -714,7 +766,8 @@ mod tests {
         let err = |q: &str| plan_of(q).unwrap_err().to_string();
         assert!(err("SELECT value, mean(value) FROM cpu").contains("mixing aggregate"));
         assert!(err("SELECT bogus(value) FROM cpu").contains("undefined function bogus()"));
-        assert!(err("SELECT derivative(value) FROM cpu").contains("not supported"));
+        assert!(err("SELECT derivative(value) FROM cpu GROUP BY time(1m)")
+            .contains("aggregate function required inside the call to derivative"));
         assert!(err("SELECT derivative(mean(value)) FROM cpu").contains("GROUP BY interval"));
         assert!(
             err("SELECT mean(value) FROM cpu WHERE time > 0 GROUP BY time(1ns)")
