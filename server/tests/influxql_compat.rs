@@ -133,6 +133,9 @@ fn queries() -> Vec<String> {
         format!("SELECT derivative(\"value\") FROM \"cpu\" WHERE {range} GROUP BY \"host\" LIMIT 3"),
         format!("SELECT \"value\" FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
         format!("SELECT derivative(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE time >= {} and time <= {} GROUP BY time(1d) tz('Europe/Paris')", ms(T0 - 86400), ms(T0 + 86400)),
+        format!("SELECT count(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1h) fill(none) tz('Asia/Kolkata')"),
+        format!("SELECT max(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(5m) tz('America/New_York')"),
     ]);
     q
 }

@@ -1,6 +1,8 @@
 //! `GROUP BY time(interval, offset)`: the bucket of a row, the buckets a range spans, and the
 //! SQL that fills the empty ones (`WITH FILL`; window functions for `fill(linear)`).
 
+use sluice_core::names::quote_str;
+
 use super::plan::{TAGS, TIME};
 use super::PlanError;
 
@@ -25,6 +27,10 @@ pub struct Bucketing {
     pub offset: i64,
     pub min: Option<i64>,
     pub max: i64,
+    /// `tz('Europe/Paris')`: buckets start at the zone's wall-clock boundaries (a day at local
+    /// midnight), as in InfluxDB: a time is shifted by the zone's UTC offset at that time
+    /// before it is cut, and back after.
+    pub zone: Option<String>,
 }
 
 impl Bucketing {
@@ -34,21 +40,36 @@ impl Bucketing {
     }
 
     pub fn bucket_sql(&self) -> String {
+        self.start_sql("toUnixTimestamp64Nano(m.time)")
+    }
+
+    /// The start of the bucket of `t` (SQL of nanoseconds since the epoch).
+    fn start_sql(&self, t: &str) -> String {
         let (i, o) = (self.every, self.offset);
-        format!(
-            "toInt64((toUnixTimestamp64Nano(m.time) - {o}) - (((toUnixTimestamp64Nano(m.time) - {o}) % {i}) + {i}) % {i} + {o})"
-        )
+        let shift = match &self.zone {
+            Some(z) => format!(
+                "toInt64(timeZoneOffset(toDateTime(intDiv({t}, 1000000000), {}))) * 1000000000",
+                quote_str(z)
+            ),
+            None => "0".into(),
+        };
+        let x = format!("({t} + {shift} - {o})");
+        format!("toInt64({x} - ((({x} % {i}) + {i}) % {i}) - {shift} + {o})")
     }
 
     /// `ORDER BY ... WITH FILL`: every bucket of the range in each series.
     pub fn fill_sql(&self) -> Result<String, PlanError> {
+        let bound = |t: i64| match self.zone {
+            None => format!("toInt64({})", self.start_of(t)),
+            Some(_) => self.start_sql(&format!("toInt64({t})")),
+        };
         let from = match self.min {
-            Some(lo) => format!(" FROM toInt64({})", self.start_of(lo)),
+            Some(lo) => format!(" FROM {}", bound(lo)),
             None => String::new(),
         };
         Ok(format!(
-            "ORDER BY {TAGS}, {TIME} WITH FILL{from} TO toInt64({}) STEP {}",
-            self.start_of(self.max).saturating_add(1),
+            "ORDER BY {TAGS}, {TIME} WITH FILL{from} TO {} + 1 STEP {}",
+            bound(self.max),
             self.every
         ))
     }

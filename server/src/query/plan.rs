@@ -61,11 +61,6 @@ pub struct Plan {
 /// Plans `stmt` against `src`. `None` when the measurement has none of the fields the
 /// statement reads: InfluxDB leaves such a measurement out of the answer.
 pub fn plan(stmt: &SelectStatement, src: &Source, now_ns: i64) -> Result<Option<Plan>, PlanError> {
-    if let Some(tz) = &stmt.timezone {
-        return Err(PlanError::Unsupported(format!(
-            "tz('{tz}') is not supported by sluice yet: times are UTC"
-        )));
-    }
     let scope = Scope {
         fields: src.fields,
         now_ns,
@@ -664,6 +659,7 @@ impl Query<'_> {
             offset,
             min: range.min,
             max,
+            zone: self.stmt.timezone.clone(),
         };
         if let Some(lo) = range.min {
             let buckets = b
@@ -737,7 +733,7 @@ mod tests {
         assert_eq!(p.columns, ["time", "mean"]);
         assert!(p.sql.contains("avg(m.`value`)"), "{}", p.sql);
         assert!(
-            p.sql.contains("WITH FILL FROM toInt64(1596240000000000000) TO toInt64(1596240300000000001) STEP 10000000000"),
+            p.sql.contains("WITH FILL FROM toInt64(1596240000000000000) TO toInt64(1596240300000000000) + 1 STEP 10000000000"),
             "{}",
             p.sql
         );
