@@ -136,6 +136,9 @@ fn queries() -> Vec<String> {
         format!("SELECT mean(\"value\") FROM \"cpu\" WHERE time >= {} and time <= {} GROUP BY time(1d) tz('Europe/Paris')", ms(T0 - 86400), ms(T0 + 86400)),
         format!("SELECT count(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1h) fill(none) tz('Asia/Kolkata')"),
         format!("SELECT max(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(5m) tz('America/New_York')"),
+        format!("select mean(\"value\") from \"g\".\"autogen\".\"cpu\" where {range} group by time(5m) order by time desc limit 1"),
+        format!("SELECT mean(\"value\") FROM \"g\"..\"cpu\" WHERE {range} GROUP BY time(5m) SLIMIT 1 SOFFSET 0"),
+        format!("SELECT \"value\"::field, \"host\"::tag FROM \"cpu\" WHERE \"host\" = 'h3' AND {range} LIMIT 2 OFFSET 3"),
     ]);
     q
 }
