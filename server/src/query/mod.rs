@@ -5,6 +5,7 @@
 //!
 //! Reads see this pod's data only; gathering from a tenant's other pods is not done here yet.
 
+pub mod aggregate;
 pub mod answer;
 pub mod buckets;
 pub mod cond;

@@ -1,0 +1,232 @@
+//! The aggregate half of a `SELECT` plan: aggregates and selectors per series and bucket (in
+//! two phases when grouped by tag), gaps filled, transforms over the buckets.
+
+use sluice_influxql::{Expr, Fill};
+
+use super::buckets::{linear_sql, Bucketing};
+use super::cond;
+use super::functions;
+use super::plan::{value_col, Query, MAX_BUCKETS, SID, TAGS, TIME};
+use super::PlanError;
+use sluice_influxql::TimeOffset;
+
+impl Query<'_> {
+    /// Aggregates and selectors, per time bucket when there is `GROUP BY time(...)`.
+    pub(super) fn aggregate(&self, exprs: &[&Expr]) -> Result<String, PlanError> {
+        let bucketing = self.bucketing()?;
+        // Grouped by tags, aggregate each series first and join the tags to the partials: a
+        // row-level tag condition needs the tags of every row, and one phase.
+        let two_phase = self.grouping.tagged() && !self.filter.rows_use_tags;
+        let mut states = functions::States::new(two_phase);
+        let mut cols = Vec::new();
+        let mut counts = Vec::new();
+        let mut transforms = Vec::new();
+        for (i, e) in exprs.iter().enumerate() {
+            // `derivative(mean(v), 1s)`: the aggregate per bucket here, the transform over the
+            // buckets after the gaps are filled.
+            let per = bucketing.as_ref().map_or(1_000_000_000, |b| b.every);
+            let (e, transform) = match functions::transform_of(e, per)? {
+                Some((t, inner)) => {
+                    if matches!(inner, Expr::VarRef { .. }) {
+                        return Err(PlanError::Invalid(format!(
+                            "aggregate function required inside the call to {}",
+                            t.name()
+                        )));
+                    }
+                    if bucketing.is_none() {
+                        return Err(PlanError::Invalid(format!(
+                            "{} aggregate requires a GROUP BY interval",
+                            t.name()
+                        )));
+                    }
+                    (inner, Some(t))
+                }
+                None => (*e, None),
+            };
+            cols.push(format!(
+                "toNullable({}) AS {}",
+                self.agg_expr(e, &mut states)?,
+                value_col(i)
+            ));
+            if matches!(e, Expr::Call { name, .. } if name == "count") {
+                counts.push(i);
+            }
+            if let Some(t) = transform {
+                transforms.push((i, t));
+            }
+        }
+        let time = match &bucketing {
+            Some(b) => b.bucket_sql(),
+            None => self.selector_time(exprs, &mut states),
+        };
+        // Without buckets the time is a constant or a selector's aggregate: not a key.
+        let keys = if bucketing.is_some() {
+            format!("{TAGS}, {TIME}")
+        } else {
+            TAGS.to_string()
+        };
+        let inner = if two_phase {
+            let (bucket, by_bucket, time) = match &bucketing {
+                Some(_) => (
+                    format!(", {time} AS {TIME}"),
+                    format!(", {TIME}"),
+                    format!("p.{TIME}"),
+                ),
+                None => (String::new(), String::new(), time),
+            };
+            let partial = format!(
+                "SELECT m.series_id AS {SID}{bucket}, {} {} GROUP BY {SID}{by_bucket}",
+                states.partial.join(", "),
+                self.tables_and_filter(false, &[])
+            );
+            format!(
+                "SELECT {} AS {TAGS}, {time} AS {TIME}, {} FROM ({partial}) AS p INNER JOIN ({}) AS s ON p.{SID} = s.series_id GROUP BY {keys}",
+                self.grouping.sql(),
+                cols.join(", "),
+                self.series_sql()
+            )
+        } else {
+            let join = self.grouping.tagged() || self.filter.rows_use_tags;
+            format!(
+                "SELECT {} AS {TAGS}, {time} AS {TIME}, {} {} GROUP BY {keys}",
+                self.grouping.sql(),
+                cols.join(", "),
+                self.tables_and_filter(join, &[])
+            )
+        };
+        let fill = self.stmt.fill.unwrap_or(Fill::Null);
+        let (inner, filled) = match (&bucketing, fill) {
+            (Some(b), f) if f != Fill::None => (format!("{inner} {}", b.fill_sql()?), true),
+            _ => (inner, false),
+        };
+        let outer_cols: Vec<String> = (0..exprs.len())
+            .map(|i| {
+                let c = value_col(i);
+                let v = if !filled {
+                    c.clone()
+                } else {
+                    match fill {
+                        Fill::Null if counts.contains(&i) => format!("ifNull({c}, 0)"),
+                        Fill::Integer(n) => format!("ifNull({c}, {n})"),
+                        Fill::Float(x) => format!("ifNull({c}, {x:?})"),
+                        Fill::Previous => format!(
+                            "ifNull({c}, last_value({c}) OVER (PARTITION BY {TAGS} ORDER BY {TIME} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))"
+                        ),
+                        Fill::Linear => linear_sql(&c),
+                        _ => c.clone(),
+                    }
+                };
+                format!("{v} AS {c}")
+            })
+            .collect();
+        let rows = format!(
+            "SELECT {TAGS}, {TIME}, {} FROM ({inner})",
+            outer_cols.join(", ")
+        );
+        if !transforms.is_empty() {
+            return Ok(self.transformed(rows, exprs.len(), &transforms));
+        }
+        // ORDER BY time DESC reverses the series' order too, as in InfluxDB.
+        let dir = self.direction();
+        Ok(format!(
+            "SELECT * FROM ({rows}) ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
+            self.limit_by()
+        ))
+    }
+
+    /// The time of a row without `GROUP BY time`: the point's own for a lone `first`,
+    /// `last`, `min` or `max` (InfluxDB's selectors), else the start of the time range (or 0).
+    fn selector_time(&self, exprs: &[&Expr], states: &mut functions::States) -> String {
+        let start = self.filter.range.min.unwrap_or(0);
+        let fallback = format!("toInt64({start})");
+        let [Expr::Call { name, args }] = exprs else {
+            return fallback;
+        };
+        let Some(Expr::VarRef { name: f, data_type }) = args.first() else {
+            return fallback;
+        };
+        let x = cond::operand_sql(&self.scope.resolve(f, *data_type), "s.tags");
+        let ns = "toUnixTimestamp64Nano(m.time)";
+        match name.as_str() {
+            "first" => states.agg("argMinIf", None, &format!("{ns}, m.time, {x} IS NOT NULL")),
+            "last" => states.agg("argMaxIf", None, &format!("{ns}, m.time, {x} IS NOT NULL")),
+            "min" => states.agg(
+                "argMinIf",
+                None,
+                &format!("{ns}, ({x}, {ns}), {x} IS NOT NULL"),
+            ),
+            "max" => states.agg(
+                "argMaxIf",
+                None,
+                &format!("{ns}, ({x}, -{ns}), {x} IS NOT NULL"),
+            ),
+            _ => fallback,
+        }
+    }
+
+    /// An expression of an aggregate query: calls become ClickHouse aggregates; constants
+    /// and arithmetic stay; a bare field is InfluxDB's "mixing" error.
+    fn agg_expr(&self, e: &Expr, states: &mut functions::States) -> Result<String, PlanError> {
+        match e {
+            Expr::Call { name, args } => functions::call_sql(self.scope, states, name, args),
+            Expr::Distinct(_) => Err(PlanError::Unsupported(
+                "DISTINCT returns a row per value, which sluice does not run yet: use count(distinct(\"f\"))".into(),
+            )),
+            Expr::Literal(l) => cond::literal_sql(l),
+            Expr::Paren(inner) => Ok(format!("({})", self.agg_expr(inner, states)?)),
+            Expr::Binary { lhs, op, rhs } => {
+                let (a, b) = (self.agg_expr(lhs, states)?, self.agg_expr(rhs, states)?);
+                let op = match op {
+                    sluice_influxql::BinaryOp::Add => "+",
+                    sluice_influxql::BinaryOp::Sub => "-",
+                    sluice_influxql::BinaryOp::Mul => "*",
+                    sluice_influxql::BinaryOp::Div => "/",
+                    sluice_influxql::BinaryOp::Mod => "%",
+                    other => {
+                        return Err(PlanError::Invalid(format!(
+                            "invalid operator {other:?} in a select field"
+                        )))
+                    }
+                };
+                Ok(format!("({a} {op} {b})"))
+            }
+            Expr::VarRef { .. } | Expr::Wildcard(_) => Err(PlanError::Invalid(
+                "mixing aggregate and non-aggregate queries is not supported".into(),
+            )),
+        }
+    }
+
+    fn bucketing(&self) -> Result<Option<Bucketing>, PlanError> {
+        let Some((interval, offset)) = self.stmt.group_by_time() else {
+            return Ok(None);
+        };
+        let every = interval.as_nanos();
+        let offset = match offset {
+            None => 0,
+            Some(TimeOffset::Duration(d)) => d.as_nanos().rem_euclid(every),
+            Some(TimeOffset::Now) => self.scope.now_ns.rem_euclid(every),
+        };
+        let range = self.filter.range;
+        // Without an upper bound InfluxDB ends the buckets at now().
+        let max = range.max.unwrap_or(self.scope.now_ns);
+        let b = Bucketing {
+            every,
+            offset,
+            min: range.min,
+            max,
+            zone: self.stmt.timezone.clone(),
+        };
+        if let Some(lo) = range.min {
+            let buckets = b
+                .start_of(max)
+                .checked_sub(b.start_of(lo))
+                .map_or(i64::MAX, |span| span / every + 1);
+            if buckets > MAX_BUCKETS {
+                return Err(PlanError::Invalid(format!(
+                    "GROUP BY time({interval}) over this time range makes {buckets} buckets, more than {MAX_BUCKETS}: use a larger interval or a shorter range"
+                )));
+            }
+        }
+        Ok(Some(b))
+    }
+}
