@@ -110,17 +110,7 @@ fn statement(
     id: usize,
 ) -> Result<Value, String> {
     let catalog = &app.ingest.catalog;
-    let db_of = |explicit: &Option<String>| -> Result<String, String> {
-        let db = explicit
-            .as_deref()
-            .or(req.db)
-            .filter(|d| !d.is_empty())
-            .ok_or("database name required")?;
-        if catalog.policies(db).is_none() {
-            return Err(format!("database not found: {db}"));
-        }
-        Ok(db.to_string())
-    };
+    let db_of = |explicit: &Option<String>| database(app, explicit.as_deref(), req);
     match s {
         Statement::Select(sel) => select(app, budget, req, sel, now_ns, id),
         Statement::ShowDatabases => Ok(answer::result_databases(id, &catalog.database_names())),
@@ -321,6 +311,40 @@ fn per_measurement(
         .collect()
 }
 
+/// The database a statement reads: its own (`FROM "db"."rp"."m"`, `ON db`) or the request's
+/// `db`; an error unless it exists.
+fn database(app: &App, explicit: Option<&str>, req: &Request) -> Result<String, String> {
+    let db = explicit
+        .or(req.db)
+        .filter(|d| !d.is_empty())
+        .ok_or("database name required")?;
+    if app.ingest.catalog.policies(db).is_none() {
+        return Err(format!("database not found: {db}"));
+    }
+    Ok(db.to_string())
+}
+
+/// The retention policy a source reads in `db`: its own, the request's `rp`, or the default;
+/// an error unless `db` has it.
+fn policy(app: &App, db: &str, explicit: Option<&str>, rp: Option<&str>) -> Result<String, String> {
+    let catalog = &app.ingest.catalog;
+    let rp = explicit
+        .or(rp)
+        .filter(|r| !r.is_empty())
+        .map(str::to_string)
+        .or_else(|| catalog.default_policy(db))
+        .ok_or_else(|| format!("database not found: {db}"))?;
+    if !catalog
+        .policies(db)
+        .unwrap_or_default()
+        .iter()
+        .any(|p| p.name == rp)
+    {
+        return Err(format!("retention policy not found: {rp}"));
+    }
+    Ok(rp)
+}
+
 /// The measurements `sources` name in `db` (and the policy each names, the request's, or the
 /// default), with their fields, in name order. No sources: every measurement of the policy.
 fn sources_of(
@@ -331,21 +355,8 @@ fn sources_of(
     sources: &[Measurement],
 ) -> Result<Vec<(String, Fields)>, String> {
     let catalog = &app.ingest.catalog;
-    let policy_for = |m: Option<&Measurement>| -> Result<String, String> {
-        let rp = m
-            .and_then(|m| m.retention_policy.clone())
-            .or(rp.filter(|r| !r.is_empty()).map(str::to_string))
-            .or_else(|| catalog.default_policy(db))
-            .ok_or_else(|| format!("database not found: {db}"))?;
-        if !catalog
-            .policies(db)
-            .unwrap_or_default()
-            .iter()
-            .any(|p| p.name == rp)
-        {
-            return Err(format!("retention policy not found: {rp}"));
-        }
-        Ok(rp)
+    let policy_for = |m: Option<&Measurement>| {
+        policy(app, db, m.and_then(|m| m.retention_policy.as_deref()), rp)
     };
     let mut out: BTreeMap<String, Fields> = BTreeMap::new();
     if sources.is_empty() {
@@ -421,22 +432,8 @@ fn select(
             )
             .to_string());
         };
-        let db = m
-            .database
-            .as_deref()
-            .or(req.db)
-            .filter(|d| !d.is_empty())
-            .ok_or("database name required")?
-            .to_string();
-        if app.ingest.catalog.policies(&db).is_none() {
-            return Err(format!("database not found: {db}"));
-        }
-        let rp = m
-            .retention_policy
-            .clone()
-            .or(req.rp.filter(|r| !r.is_empty()).map(str::to_string))
-            .or_else(|| app.ingest.catalog.default_policy(&db))
-            .ok_or_else(|| format!("database not found: {db}"))?;
+        let db = database(app, m.database.as_deref(), req)?;
+        let rp = policy(app, &db, m.retention_policy.as_deref(), req.rp)?;
         for (measurement, fields) in
             sources_of(app, budget, &db, Some(&rp), std::slice::from_ref(m))?
         {

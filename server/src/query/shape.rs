@@ -12,7 +12,6 @@ use super::time::time_value;
 
 /// The rows of one answer, parsed.
 pub struct Rows {
-    pub types: Vec<String>,
     pub rows: Vec<Vec<Value>>,
 }
 
@@ -21,10 +20,7 @@ pub fn parse_rows(out: &[u8]) -> Result<Rows, String> {
     let text = std::str::from_utf8(out).map_err(|e| format!("engine output is not UTF-8: {e}"))?;
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let (Some(names), Some(types)) = (lines.next(), lines.next()) else {
-        return Ok(Rows {
-            types: vec![],
-            rows: vec![],
-        });
+        return Ok(Rows { rows: vec![] });
     };
     let types_line = types;
     let types: Vec<String> =
@@ -43,7 +39,7 @@ pub fn parse_rows(out: &[u8]) -> Result<Rows, String> {
         }
         rows.push(row);
     }
-    Ok(Rows { types, rows })
+    Ok(Rows { rows })
 }
 
 /// `"123"` of an `Int64`/`UInt64` (possibly `Nullable`) column as the number 123.
