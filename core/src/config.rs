@@ -29,6 +29,7 @@ pub struct ServerConfig {
     pub limits: LimitsConfig,
     pub query: QueryConfig,
     pub auth: AuthConfig,
+    pub cluster: ClusterConfig,
 }
 
 impl Default for ServerConfig {
@@ -42,6 +43,7 @@ impl Default for ServerConfig {
             limits: LimitsConfig::default(),
             query: QueryConfig::default(),
             auth: AuthConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -225,6 +227,44 @@ pub struct AuthConfig {
 impl AuthConfig {
     pub fn enabled(&self) -> bool {
         !self.tokens.is_empty() || self.tokens_file.is_some()
+    }
+}
+
+/// The tenant's other pods, for reads that gather from all of them (`/query`, `/sql` with
+/// `inner`). With fewer than two peers a pod answers from its own data alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Every pod of the tenant as `host:port`, this one included.
+    pub peers: Vec<String>,
+    /// A file with one `host:port` per line, read again whenever it changes: the operator
+    /// mounts the tenant's peer list from a ConfigMap, so a new replica count reaches the pods
+    /// without restarting them. Its peers come after `peers`.
+    pub peers_file: Option<String>,
+    /// The token pods present to each other's internal endpoint. Without one (and no
+    /// `token_file`) the endpoint is off and reads cannot gather.
+    pub token: Option<String>,
+    /// A file holding the token (a mounted Secret), read at start-up.
+    pub token_file: Option<String>,
+    /// Longest wait for a peer to accept a connection.
+    #[serde(with = "duration_str")]
+    pub connect_timeout: Duration,
+    /// Longest wait for a peer's next bytes once connected: a peer slower than this fails the
+    /// read (or is left out with `partial=true`).
+    #[serde(with = "duration_str")]
+    pub receive_timeout: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            peers: Vec::new(),
+            peers_file: None,
+            token: None,
+            token_file: None,
+            connect_timeout: Duration::from_secs(2),
+            receive_timeout: Duration::from_secs(30),
+        }
     }
 }
 
@@ -599,6 +639,15 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("SLUICE_LIMITS_PRETOUCH_BYTES", "limits.pretouch_bytes"),
     ("SLUICE_AUTH_TOKENS", "auth.tokens (comma-separated)"),
     ("SLUICE_AUTH_TOKENS_FILE", "auth.tokens_file"),
+    (
+        "SLUICE_CLUSTER_PEERS",
+        "cluster.peers (comma-separated host:port)",
+    ),
+    ("SLUICE_CLUSTER_PEERS_FILE", "cluster.peers_file"),
+    ("SLUICE_CLUSTER_TOKEN", "cluster.token"),
+    ("SLUICE_CLUSTER_TOKEN_FILE", "cluster.token_file"),
+    ("SLUICE_CLUSTER_CONNECT_TIMEOUT", "cluster.connect_timeout"),
+    ("SLUICE_CLUSTER_RECEIVE_TIMEOUT", "cluster.receive_timeout"),
 ];
 
 /// Overrides configuration keys from `SLUICE_*` variables. Takes the variables as an iterator
@@ -682,6 +731,19 @@ where
                     .collect()
             }
             "SLUICE_AUTH_TOKENS_FILE" => cfg.auth.tokens_file = Some(v.into()),
+            "SLUICE_CLUSTER_PEERS" => {
+                cfg.cluster.peers = v
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .map(String::from)
+                    .collect()
+            }
+            "SLUICE_CLUSTER_PEERS_FILE" => cfg.cluster.peers_file = Some(v.into()),
+            "SLUICE_CLUSTER_TOKEN" => cfg.cluster.token = Some(v.into()),
+            "SLUICE_CLUSTER_TOKEN_FILE" => cfg.cluster.token_file = Some(v.into()),
+            "SLUICE_CLUSTER_CONNECT_TIMEOUT" => cfg.cluster.connect_timeout = parse_duration(v)?,
+            "SLUICE_CLUSTER_RECEIVE_TIMEOUT" => cfg.cluster.receive_timeout = parse_duration(v)?,
             _ if k.starts_with("SLUICE_") && !NON_CONFIG_ENV.iter().any(|p| k.starts_with(p)) => {
                 unknown.push(k.to_string())
             }

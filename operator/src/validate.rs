@@ -268,6 +268,7 @@ pub fn server_config(spec: &IngestTenantSpec) -> Result<ServerConfig, SpecError>
         limits,
         query,
         auth,
+        cluster: Default::default(),
     };
     cfg.validate()
         .map_err(|e| SpecError::Config(e.to_string()))?;

@@ -35,6 +35,8 @@ pub enum StartError {
     Catalog(#[from] CatalogError),
     #[error("replaying the write-ahead log: {0}")]
     Replay(#[from] FlushError),
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::ClusterError),
     #[error("reading auth.tokens_file {path}: {source}")]
     Tokens {
         path: String,
@@ -54,6 +56,8 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     pub guard: Guard,
     pub tokens: HashSet<String>,
+    /// The tenant's other pods, for reads that gather from all of them.
+    pub cluster: crate::cluster::Cluster,
     /// Requests in flight and their memory (see [`crate::http::Admission`]).
     pub admission: crate::http::Admission,
     /// Takes writes: false while replaying and while draining.
@@ -105,17 +109,30 @@ impl App {
             source,
         })?;
         let tokens = load_tokens(&cfg)?;
+        let cluster = crate::cluster::Cluster::new(&cfg.cluster)?;
         let metrics = Arc::new(Metrics::new());
         metrics.series_limit.set(cfg.limits.max_series as i64);
         // Writers: one per flush worker plus one for DDL on the request path.
         let memory = crate::memory::plan(&cfg, crate::memory::memory_limit());
-        let engine = Arc::new(Engine::open_within(
+        let mut engine = Engine::open_within(
             &data.join("chdb"),
             cfg.pool.flush_workers as usize + 1,
             cfg.pool.connections as usize,
             &cfg.query,
             memory.engine_memory_bytes(),
-        )?);
+        )?;
+        if cluster.configured() {
+            // As many gathering reads as local ones: each holds one of these while its peers'
+            // shares run on their local pools, so two pods gathering from each other at once
+            // never wait on each other's connections.
+            engine = engine.with_gatherers(
+                cfg.pool.connections as usize,
+                &cfg.query,
+                cfg.cluster.connect_timeout,
+                cfg.cluster.receive_timeout,
+            )?;
+        }
+        let engine = Arc::new(engine);
         tracing::info!(version = engine.version(), "chDB engine open");
         let scheduler = Scheduler::new(
             cfg.pool.max_points_per_batch as u64,
@@ -185,6 +202,7 @@ impl App {
             metrics,
             guard: Guard::new(table_functions),
             tokens,
+            cluster,
             admission: crate::http::Admission::new(
                 cfg.limits.max_requests_in_flight,
                 cfg.limits.request_memory_bytes.0,

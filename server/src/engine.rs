@@ -157,8 +157,23 @@ pub struct Engine {
     writers: Pool,
     readers: Pool,
     reader_count: usize,
+    /// Connections for reads that gather from the tenant's pods (see [`Engine::with_gatherers`]);
+    /// none on a pod that answers alone.
+    gatherers: Option<Pool>,
+    /// `--path=...`, for pools opened later.
+    path_arg: String,
+    path: std::path::PathBuf,
     version: String,
     stream_seq: AtomicU64,
+}
+
+/// Which pool a client's query runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readers {
+    /// This pod's data only: `/sql`, a pod's InfluxQL, the partials a pod computes for a peer.
+    Local,
+    /// Queries that read the partials of the tenant's pods through `url()`.
+    Gather,
 }
 
 /// A connection checked out of a pool; it goes back when dropped.
@@ -275,9 +290,41 @@ impl Engine {
             writers: Pool::open(&arg, &writer_args, writers, path)?,
             readers: Pool::open(&arg, &reader_args, readers, path)?,
             reader_count: readers.max(1),
+            gatherers: None,
+            path_arg: arg.clone(),
+            path: path.to_path_buf(),
             version,
             stream_seq: AtomicU64::new(0),
         })
+    }
+
+    /// Adds `n` connections for reads that gather from the tenant's pods. They need `url()`,
+    /// which `readonly = 1` refuses, so they are opened `readonly = 2` (reads, and settings
+    /// per query); only SQL the server plans runs on them, and a client's part of it (`/sql`'s
+    /// outer query) passes the same guard, which refuses `SETTINGS` and `url()`. Peers are
+    /// fetched without a HEAD first (it would run a peer's query twice), a 404 is an error,
+    /// and a peer gets one try within the timeouts.
+    pub fn with_gatherers(
+        mut self,
+        n: usize,
+        reader_limits: &QueryConfig,
+        connect_timeout: Duration,
+        receive_timeout: Duration,
+    ) -> Result<Self, EngineError> {
+        let mut args: Vec<String> = vec![MERGE_NICE.to_string()];
+        args.extend(
+            reader_settings(reader_limits)
+                .into_iter()
+                .filter(|a| !a.starts_with("--readonly=")),
+        );
+        args.extend(gather_settings(connect_timeout, receive_timeout));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.gatherers = Some(Pool::open(&self.path_arg, &args, n, &self.path)?);
+        Ok(self)
+    }
+
+    pub fn gathers(&self) -> bool {
+        self.gatherers.is_some()
     }
 
     pub fn version(&self) -> &str {
@@ -300,8 +347,26 @@ impl Engine {
         wait: Duration,
         sink: &mut dyn FnMut(Vec<u8>) -> bool,
     ) -> Result<(), QueryError> {
-        let mut conn = self
-            .readers
+        self.stream_on(Readers::Local, sql, streamed, wait, sink)
+    }
+
+    /// [`Engine::stream_query`] on the pool `readers` names.
+    pub fn stream_on(
+        &self,
+        readers: Readers,
+        sql: &str,
+        streamed: bool,
+        wait: Duration,
+        sink: &mut dyn FnMut(Vec<u8>) -> bool,
+    ) -> Result<(), QueryError> {
+        let pool = match readers {
+            Readers::Local => &self.readers,
+            Readers::Gather => self
+                .gatherers
+                .as_ref()
+                .ok_or_else(|| QueryError::Engine("this pod does not gather reads".into()))?,
+        };
+        let mut conn = pool
             .lease_within(wait)
             .ok_or(QueryError::Busy(self.reader_count))?;
         if !streamed {
@@ -452,6 +517,22 @@ pub fn reader_settings(q: &QueryConfig) -> Vec<String> {
         "--result_overflow_mode=throw".into(),
         format!("--os_threads_nice_value_query={READER_NICE}"),
         "--max_threads=2".into(),
+    ]
+}
+
+/// How a gathering connection fetches peers' partials (see [`Engine::with_gatherers`]).
+pub fn gather_settings(connect_timeout: Duration, receive_timeout: Duration) -> Vec<String> {
+    vec![
+        "--readonly=2".into(),
+        "--http_make_head_request=0".into(),
+        "--http_skip_not_found_url_for_globs=0".into(),
+        "--http_max_tries=1".into(),
+        format!(
+            "--http_connection_timeout={}",
+            connect_timeout.as_secs_f64()
+        ),
+        format!("--http_receive_timeout={}", receive_timeout.as_secs_f64()),
+        format!("--http_send_timeout={}", receive_timeout.as_secs_f64()),
     ]
 }
 

@@ -8,6 +8,7 @@
 pub mod app;
 pub mod arrow_batch;
 pub mod catalog;
+pub mod cluster;
 pub mod disk;
 pub mod engine;
 pub mod flush;

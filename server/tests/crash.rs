@@ -35,15 +35,7 @@ struct Ledger {
 
 #[test]
 fn sigkill_at_random_moments_loses_and_duplicates_nothing() {
-    let seed = std::env::var("SLUICE_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64 | 1)
-                .unwrap_or(7)
-        });
+    let seed = common::test_seed();
     eprintln!("crash test seed {seed} (set SLUICE_TEST_SEED to repeat)");
     let mut rng = Rng(seed);
     // Small batches and a short interval so that flushes (and their intents) are in progress

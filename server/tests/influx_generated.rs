@@ -351,16 +351,7 @@ fn follows_unterminated_string(bodies: &[String], t: i64) -> bool {
 
 #[test]
 fn generated_bodies_are_accepted_and_stored_as_influxdb_1_8_does() {
-    let seed = std::env::var("SLUICE_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-                | 1
-        });
+    let seed = common::test_seed();
     let cases: u64 = std::env::var("SLUICE_TEST_CASES")
         .ok()
         .and_then(|s| s.parse().ok())

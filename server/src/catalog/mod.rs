@@ -18,7 +18,7 @@ use crate::engine::{Engine, EngineError};
 use crate::series_cache::SeriesKeyCache;
 use crate::wal::Wal;
 
-mod ddl;
+pub mod ddl;
 
 pub use ddl::{
     add_seq_column_sql, chdb_type, create_table_sql, modify_merge_settings_sql, modify_ttl_sql,
@@ -423,6 +423,14 @@ impl Catalog {
     }
 
     /// Fields of `table` whose type is already fixed.
+    /// The fields of `table` and their types; `None` when this pod has no such table.
+    pub fn table_fields(&self, table: &str) -> Option<BTreeMap<String, FieldType>> {
+        let tables = self.tables.read().unwrap_or_else(|p| p.into_inner());
+        tables
+            .get(table)
+            .map(|f| f.iter().map(|(k, v)| (k.clone(), *v)).collect())
+    }
+
     pub fn field_type(&self, table: &str, field: &str) -> Option<FieldType> {
         self.tables
             .read()

@@ -13,6 +13,7 @@
 
 mod admission;
 mod body;
+mod internal;
 mod ops;
 mod read;
 mod write;
@@ -44,6 +45,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
         .route("/metrics", get(ops::metrics))
+        .route(
+            crate::cluster::PARTIAL_PATH,
+            get(internal::partial).head(internal::head),
+        )
         .with_state(app)
 }
 

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use super::body::read_body;
 use super::{authorize, error, observe, retry_later};
 use crate::app::App;
-use crate::engine::QueryError;
+use crate::engine::{QueryError, Readers};
 use crate::sql_guard;
 
 /// Largest query text accepted.
@@ -23,19 +23,30 @@ const MAX_QUERY_BYTES: u64 = 1 << 20;
 /// client reads slowly, so a large result never sits in memory whole.
 const STREAM_CHUNKS: usize = 4;
 
-/// `q` from the query string or, for POST, from a form body.
+/// A read's texts: `q`, and `/sql`'s `inner` (run on every pod of the tenant).
+#[derive(Default)]
+struct Texts {
+    q: Option<String>,
+    inner: Option<String>,
+}
+
+/// `q` (and `inner`) from the query string or, for POST, from a form body; a body that is
+/// not a form is `q`.
 async fn query_param(
     app: &App,
     params: &HashMap<String, String>,
     method: &Method,
     headers: &HeaderMap,
     body: Body,
-) -> Result<Option<String>, Response> {
+) -> Result<Texts, Response> {
     if let Some(q) = params.get("q") {
-        return Ok(Some(q.clone()));
+        return Ok(Texts {
+            q: Some(q.clone()),
+            inner: params.get("inner").cloned(),
+        });
     }
     if method != Method::POST {
-        return Ok(None);
+        return Ok(Texts::default());
     }
     let mut memory = app.admission.reserve();
     let raw = read_body(
@@ -56,9 +67,16 @@ async fn query_param(
     if is_form {
         let form: Vec<(String, String)> = serde_urlencoded::from_bytes(&raw)
             .map_err(|e| error(StatusCode::BAD_REQUEST, format!("invalid form body: {e}")))?;
-        return Ok(form.into_iter().find(|(k, _)| k == "q").map(|(_, v)| v));
+        let get = |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        return Ok(Texts {
+            q: get("q"),
+            inner: get("inner").or_else(|| params.get("inner").cloned()),
+        });
     }
-    Ok(Some(String::from_utf8_lossy(&raw).into_owned()))
+    Ok(Texts {
+        q: Some(String::from_utf8_lossy(&raw).into_owned()),
+        inner: params.get("inner").cloned(),
+    })
 }
 
 pub(super) async fn query(
@@ -75,8 +93,10 @@ pub(super) async fn query(
             Err(r) => r,
             Ok(()) => match query_param(&app, &params, &method, &headers, body).await {
                 Err(r) => r,
-                Ok(None) => error(StatusCode::BAD_REQUEST, "missing required parameter \"q\""),
-                Ok(Some(q)) => influx_query(&app, q, &params).await,
+                Ok(Texts { q: None, .. }) => {
+                    error(StatusCode::BAD_REQUEST, "missing required parameter \"q\"")
+                }
+                Ok(Texts { q: Some(q), .. }) => influx_query(&app, q, &params).await,
             },
         },
     };
@@ -105,18 +125,30 @@ async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String
         params.get("rp").cloned(),
         params.get("epoch").cloned(),
     );
+    let partial = params
+        .get("partial")
+        .is_some_and(|p| p == "true" || p == "1");
     let answer = tokio::task::spawn_blocking(move || {
         let req = crate::query::Request {
             q: &q,
             db: db.as_deref(),
             rp: rp.as_deref(),
             epoch: epoch.as_deref(),
+            partial,
         };
         crate::query::run(&app2, &req)
     })
     .await;
     match answer {
-        Ok(crate::query::Answer::Results(v)) => (StatusCode::OK, axum::Json(v)).into_response(),
+        Ok(crate::query::Answer::Results { body, missing }) => {
+            let mut resp = (StatusCode::OK, axum::Json(body)).into_response();
+            if !missing.is_empty() {
+                if let Ok(v) = HeaderValue::from_str(&missing.join(", ")) {
+                    resp.headers_mut().insert("X-Sluice-Partial", v);
+                }
+            }
+            resp
+        }
         Ok(crate::query::Answer::ParseError(msg)) => error(StatusCode::BAD_REQUEST, msg),
         Err(e) => task_failed(e),
     }
@@ -136,11 +168,23 @@ pub(super) async fn sql(
             Err(r) => r,
             Ok(()) => match query_param(&app, &params, &method, &headers, body).await {
                 Err(r) => r,
-                Ok(None) => error(
+                Ok(Texts { q: None, .. }) => error(
                     StatusCode::BAD_REQUEST,
                     "missing query: send SQL as the body or as q=",
                 ),
-                Ok(Some(q)) => run_sql(&app, q, Some(place)).await,
+                Ok(Texts {
+                    q: Some(q),
+                    inner: None,
+                }) => run_sql(&app, q, Some(place)).await,
+                Ok(Texts {
+                    q: Some(q),
+                    inner: Some(inner),
+                }) => {
+                    let partial = params
+                        .get("partial")
+                        .is_some_and(|p| p == "true" || p == "1");
+                    run_tenant_sql(&app, q, inner, partial, Some(place)).await
+                }
             },
         },
     };
@@ -157,40 +201,106 @@ async fn run_sql(
     q: String,
     place: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> Response {
-    if let Err(refusal) = app.guard.check(&q) {
-        return error(StatusCode::FORBIDDEN, format!("query refused: {refusal}"));
-    }
-    let wait = app.cfg.query.queue_timeout;
-    let (app2, q2) = (app.clone(), q.clone());
-    let tree = tokio::task::spawn_blocking(move || app2.engine.explain_ast(&q2, wait)).await;
-    let tree = match tree {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => return query_error(app, e),
-        Err(e) => return task_failed(e),
+    let tree = match checked(app, &q).await {
+        Ok(tree) => tree,
+        Err(r) => return r,
     };
-    if let Err(refusal) = app.guard.check_ast(&tree) {
-        return error(StatusCode::FORBIDDEN, format!("query refused: {refusal}"));
-    }
-    let ct = sql_guard::requested_format(&q)
-        .map(|f| sql_guard::content_type(&f))
-        .unwrap_or("application/json");
     let streamed = tree.starts_with("Select");
-    match stream(app, q, streamed, place).await {
-        Ok(body) => {
-            let mut resp = (StatusCode::OK, [(header::CONTENT_TYPE, ct)], body).into_response();
-            // This pod's tables only; fan-out across a tenant's pods is a separate form.
-            resp.headers_mut()
-                .insert("X-Sluice-Scope", HeaderValue::from_static("local"));
-            resp
-        }
+    match stream_on(app, Readers::Local, q.clone(), streamed, place).await {
+        Ok(body) => sql_answer(&q, body, "local", &[]),
         Err(r) => r,
     }
 }
 
+/// `/sql` across the tenant: `inner` runs on every pod, `q` reads their answers as the table
+/// `tenant` (see [`crate::query::gather::tenant_sql`]).
+async fn run_tenant_sql(
+    app: &Arc<App>,
+    q: String,
+    inner: String,
+    partial: bool,
+    place: Option<tokio::sync::OwnedSemaphorePermit>,
+) -> Response {
+    for text in [&inner, &q] {
+        let tree = match checked(app, text).await {
+            Ok(tree) => tree,
+            Err(r) => return r,
+        };
+        if !tree.starts_with("Select") {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "with inner, both inner and q must be SELECT queries",
+            );
+        }
+    }
+    let (app2, inner2, q2) = (app.clone(), inner.clone(), q.clone());
+    let planned = tokio::task::spawn_blocking(move || {
+        crate::query::gather::tenant_sql(&app2, &inner2, &q2, partial)
+    })
+    .await;
+    let (sql, missing) = match planned {
+        Ok(Ok(p)) => p,
+        Ok(Err(msg)) => return error(StatusCode::BAD_REQUEST, msg),
+        Err(e) => return task_failed(e),
+    };
+    let readers = if app.engine.gathers() {
+        Readers::Gather
+    } else {
+        Readers::Local
+    };
+    match stream_on(app, readers, sql, true, place).await {
+        Ok(body) => sql_answer(&q, body, "tenant", &missing),
+        Err(r) => r,
+    }
+}
+
+/// Checks `q` twice (tokens, then the engine's own parse of it); the parse tree on success.
+async fn checked(app: &Arc<App>, q: &str) -> Result<String, Response> {
+    if let Err(refusal) = app.guard.check(q) {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            format!("query refused: {refusal}"),
+        ));
+    }
+    let wait = app.cfg.query.queue_timeout;
+    let (app2, q2) = (app.clone(), q.to_string());
+    let tree = tokio::task::spawn_blocking(move || app2.engine.explain_ast(&q2, wait)).await;
+    let tree = match tree {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return Err(query_error(app, e)),
+        Err(e) => return Err(task_failed(e)),
+    };
+    if let Err(refusal) = app.guard.check_ast(&tree) {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            format!("query refused: {refusal}"),
+        ));
+    }
+    Ok(tree)
+}
+
+/// A `/sql` answer: the body in the format `q` asked for, and `X-Sluice-Scope` saying whose
+/// data it read: `local` (this pod's tables only) or `tenant` (every pod's, through `inner`).
+fn sql_answer(q: &str, body: Body, scope: &'static str, missing: &[String]) -> Response {
+    let ct = sql_guard::requested_format(q)
+        .map(|f| sql_guard::content_type(&f))
+        .unwrap_or("application/json");
+    let mut resp = (StatusCode::OK, [(header::CONTENT_TYPE, ct)], body).into_response();
+    resp.headers_mut()
+        .insert("X-Sluice-Scope", HeaderValue::from_static(scope));
+    if !missing.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&missing.join(", ")) {
+            resp.headers_mut().insert("X-Sluice-Partial", v);
+        }
+    }
+    resp
+}
+
 /// Starts `q` on a blocking thread and answers with its output as a streamed body, once the
 /// first chunk (or the error) is there.
-async fn stream(
+pub(super) async fn stream_on(
     app: &Arc<App>,
+    readers: Readers,
     q: String,
     streamed: bool,
     place: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -210,7 +320,8 @@ async fn stream(
                 }
                 send_until(&tx, Bytes::from(chunk), deadline)
             };
-            app2.engine.stream_query(&q, streamed, wait, &mut sink)
+            app2.engine
+                .stream_on(readers, &q, streamed, wait, &mut sink)
         };
         match (result, first.take()) {
             (Ok(()), Some(f)) => {
@@ -282,7 +393,7 @@ impl http_body::Body for ChunkBody {
     }
 }
 
-fn task_failed(e: tokio::task::JoinError) -> Response {
+pub(super) fn task_failed(e: tokio::task::JoinError) -> Response {
     error(
         StatusCode::INTERNAL_SERVER_ERROR,
         format!("query task failed: {e}"),
@@ -290,7 +401,7 @@ fn task_failed(e: tokio::task::JoinError) -> Response {
 }
 
 /// The answer for a query the engine refused or stopped, naming the limit it hit.
-fn query_error(app: &App, e: QueryError) -> Response {
+pub(super) fn query_error(app: &App, e: QueryError) -> Response {
     let msg = match e {
         QueryError::Busy(n) => {
             app.metrics

@@ -6,7 +6,7 @@ use sluice_influxql::{Expr, Fill};
 use super::buckets::{linear_sql, Bucketing};
 use super::cond;
 use super::functions;
-use super::plan::{value_col, Query, MAX_BUCKETS, SID, TAGS, TIME};
+use super::plan::{value_col, Mode, Query, MAX_BUCKETS, SID, TAGS, TIME};
 use super::PlanError;
 use sluice_influxql::TimeOffset;
 
@@ -17,7 +17,8 @@ impl Query<'_> {
         // Grouped by tags, aggregate each series first and join the tags to the partials: a
         // row-level tag condition needs the tags of every row, and one phase.
         let two_phase = self.grouping.tagged() && !self.filter.rows_use_tags;
-        let mut states = functions::States::new(two_phase);
+        // A gathering read always moves states: they merge exactly across pods.
+        let mut states = functions::States::new(two_phase || !matches!(self.mode, Mode::Whole));
         let mut cols = Vec::new();
         let mut counts = Vec::new();
         let mut transforms = Vec::new();
@@ -65,34 +66,51 @@ impl Query<'_> {
         } else {
             TAGS.to_string()
         };
-        let inner = if two_phase {
-            let (bucket, by_bucket, time) = match &bucketing {
-                Some(_) => (
-                    format!(", {time} AS {TIME}"),
-                    format!(", {TIME}"),
-                    format!("p.{TIME}"),
-                ),
-                None => (String::new(), String::new(), time),
-            };
-            let partial = format!(
-                "SELECT m.series_id AS {SID}{bucket}, {} {} GROUP BY {SID}{by_bucket}",
-                states.partial.join(", "),
-                self.tables_and_filter(false, &[])
-            );
-            format!(
-                "SELECT {} AS {TAGS}, {time} AS {TIME}, {} FROM ({partial}) AS p INNER JOIN ({}) AS s ON p.{SID} = s.series_id GROUP BY {keys}",
-                self.grouping.sql(),
-                cols.join(", "),
-                self.series_sql()
-            )
-        } else {
-            let join = self.grouping.tagged() || self.filter.rows_use_tags;
-            format!(
-                "SELECT {} AS {TAGS}, {time} AS {TIME}, {} {} GROUP BY {keys}",
-                self.grouping.sql(),
-                cols.join(", "),
-                self.tables_and_filter(join, &[])
-            )
+        let inner = match self.mode {
+            Mode::Partial => {
+                return Ok(self.partial_states(&states, bucketing.as_ref(), two_phase))
+            }
+            Mode::Final(source) => {
+                let time = if bucketing.is_some() {
+                    TIME.to_string()
+                } else {
+                    time
+                };
+                format!(
+                    "SELECT {TAGS}, {time} AS {TIME}, {} FROM {source} GROUP BY {keys}",
+                    cols.join(", ")
+                )
+            }
+            Mode::Whole if two_phase => {
+                let (bucket, by_bucket, time) = match &bucketing {
+                    Some(_) => (
+                        format!(", {time} AS {TIME}"),
+                        format!(", {TIME}"),
+                        format!("p.{TIME}"),
+                    ),
+                    None => (String::new(), String::new(), time),
+                };
+                let partial = format!(
+                    "SELECT m.series_id AS {SID}{bucket}, {} {} GROUP BY {SID}{by_bucket}",
+                    states.state_columns().join(", "),
+                    self.tables_and_filter(false, &[])
+                );
+                format!(
+                    "SELECT {} AS {TAGS}, {time} AS {TIME}, {} FROM ({partial}) AS p INNER JOIN ({}) AS s ON p.{SID} = s.series_id GROUP BY {keys}",
+                    self.grouping.sql(),
+                    cols.join(", "),
+                    self.series_sql()
+                )
+            }
+            Mode::Whole => {
+                let join = self.grouping.tagged() || self.filter.rows_use_tags;
+                format!(
+                    "SELECT {} AS {TAGS}, {time} AS {TIME}, {} {} GROUP BY {keys}",
+                    self.grouping.sql(),
+                    cols.join(", "),
+                    self.tables_and_filter(join, &[])
+                )
+            }
         };
         let fill = self.stmt.fill.unwrap_or(Fill::Null);
         let (inner, filled) = match (&bucketing, fill) {
@@ -132,6 +150,48 @@ impl Query<'_> {
             "SELECT * FROM ({rows}) ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
             self.limit_by()
         ))
+    }
+
+    /// A pod's share of an aggregate: the states per grouping tags (and bucket), which the
+    /// gathering pod merges. Grouped by tags without row-level tag conditions, per series
+    /// first and the series' tags joined to the states, as in one pod.
+    fn partial_states(
+        &self,
+        states: &functions::States,
+        bucketing: Option<&Bucketing>,
+        per_series: bool,
+    ) -> String {
+        let (bucket, by_bucket) = match bucketing {
+            Some(b) => (
+                format!(", {} AS {TIME}", b.bucket_sql()),
+                format!(", {TIME}"),
+            ),
+            None => (String::new(), String::new()),
+        };
+        let tags = self.grouping.sql();
+        if per_series {
+            let partial = format!(
+                "SELECT m.series_id AS {SID}{bucket}, {} {} GROUP BY {SID}{by_bucket}",
+                states.state_columns().join(", "),
+                self.tables_and_filter(false, &[])
+            );
+            let time = if bucketing.is_some() {
+                format!(", p.{TIME} AS {TIME}")
+            } else {
+                String::new()
+            };
+            return format!(
+                "SELECT {tags} AS {TAGS}{time}, {} FROM ({partial}) AS p INNER JOIN ({}) AS s ON p.{SID} = s.series_id GROUP BY {TAGS}{by_bucket}",
+                states.merge_state_columns().join(", "),
+                self.series_sql()
+            );
+        }
+        let join = self.grouping.tagged() || self.filter.rows_use_tags;
+        format!(
+            "SELECT {tags} AS {TAGS}{bucket}, {} {} GROUP BY {TAGS}{by_bucket}",
+            states.state_columns().join(", "),
+            self.tables_and_filter(join, &[])
+        )
     }
 
     /// The time of a row without `GROUP BY time`: the point's own for a lone `first`,

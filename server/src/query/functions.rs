@@ -13,8 +13,9 @@ use super::PlanError;
 /// than the aggregation itself.
 pub struct States {
     two_phase: bool,
-    /// The `-State` columns of the first phase, `<state> AS <name>`.
-    pub partial: Vec<String>,
+    /// The aggregates of the first phase, `(function, parameters, arguments)`; the `i`th is
+    /// the column `__sl_s<i>`.
+    partial: Vec<(String, String, String)>,
 }
 
 impl States {
@@ -31,20 +32,34 @@ impl States {
         if !self.two_phase {
             return format!("{f}{p}({args})");
         }
-        let state = format!("{f}State{p}({args})");
-        let i = match self
-            .partial
-            .iter()
-            .position(|c| c.starts_with(&format!("{state} AS ")))
-        {
+        let entry = (f.to_string(), p.clone(), args.to_string());
+        let i = match self.partial.iter().position(|e| *e == entry) {
             Some(i) => i,
             None => {
-                self.partial
-                    .push(format!("{state} AS __sl_s{}", self.partial.len()));
+                self.partial.push(entry);
                 self.partial.len() - 1
             }
         };
         format!("{f}Merge{p}(__sl_s{i})")
+    }
+
+    /// The first phase's columns, `fState(args) AS __sl_s<i>`.
+    pub fn state_columns(&self) -> Vec<String> {
+        self.partial
+            .iter()
+            .enumerate()
+            .map(|(i, (f, p, args))| format!("{f}State{p}({args}) AS __sl_s{i}"))
+            .collect()
+    }
+
+    /// The first phase's states merged into coarser states, `fMergeState(__sl_s<i>)`: a
+    /// pod's per-series states combined per group before they travel.
+    pub fn merge_state_columns(&self) -> Vec<String> {
+        self.partial
+            .iter()
+            .enumerate()
+            .map(|(i, (f, p, _))| format!("{f}MergeState{p}(__sl_s{i}) AS __sl_s{i}"))
+            .collect()
     }
 }
 

@@ -68,11 +68,29 @@ fn dir(order: Option<SortOrder>) -> &'static str {
     }
 }
 
-fn table() -> String {
+/// This pod's series table, read whole (the rows of a series merged).
+pub fn local_series() -> String {
     format!("{} FINAL", quote_ident(SERIES_TABLE))
 }
 
+/// The peers' series as one table (a series written through several pods is in each).
+pub fn gathered_series(url: &str) -> String {
+    format!("(SELECT DISTINCT db, measurement, tags FROM {url})")
+}
+
+/// The columns of a pod's series, as it sends them.
+pub const SERIES_STRUCTURE: &str = "db String, measurement String, tags Map(String, String)";
+
+/// A pod's series that `filter` selects, for a gathering pod.
+pub fn partial_series_sql(filter: &str) -> String {
+    format!(
+        "SELECT db, measurement, tags FROM {} WHERE {filter}",
+        local_series()
+    )
+}
+
 pub fn measurements_sql(
+    from: &str,
     filter: &str,
     order: Option<SortOrder>,
     limit: Option<u64>,
@@ -80,20 +98,25 @@ pub fn measurements_sql(
 ) -> String {
     format!(
         "SELECT DISTINCT measurement FROM {} WHERE {filter} ORDER BY measurement{}{}",
-        table(),
+        from,
         dir(order),
         limit_sql(limit, offset)
     )
 }
 
-pub fn tag_keys_sql(filter: &str) -> String {
+pub fn tag_keys_sql(from: &str, filter: &str) -> String {
     format!(
         "SELECT measurement, arraySort(groupUniqArrayArray(mapKeys(tags))) FROM {} WHERE {filter} GROUP BY measurement ORDER BY measurement",
-        table()
+        from
     )
 }
 
-pub fn tag_values_sql(filter: &str, key: &TagKeyFilter, order: Option<SortOrder>) -> String {
+pub fn tag_values_sql(
+    from: &str,
+    filter: &str,
+    key: &TagKeyFilter,
+    order: Option<SortOrder>,
+) -> String {
     let k = match key {
         TagKeyFilter::Eq(k) => format!("k = {}", quote_str(k)),
         TagKeyFilter::NotEq(k) => format!("k != {}", quote_str(k)),
@@ -109,29 +132,29 @@ pub fn tag_values_sql(filter: &str, key: &TagKeyFilter, order: Option<SortOrder>
     };
     format!(
         "SELECT measurement, k, tags[k] AS v FROM {} ARRAY JOIN mapKeys(tags) AS k WHERE {filter} AND {k} GROUP BY measurement, k, v ORDER BY measurement, k, v{}",
-        table(),
+        from,
         dir(order)
     )
 }
 
-pub fn series_sql(filter: &str) -> String {
+pub fn series_sql(from: &str, filter: &str) -> String {
     format!(
         "SELECT measurement, toJSONString(mapSort(tags)) FROM {} WHERE {filter}",
-        table()
+        from
     )
 }
 
-pub fn measurement_cardinality_sql(filter: &str) -> String {
+pub fn measurement_cardinality_sql(from: &str, filter: &str) -> String {
     format!(
         "SELECT count(DISTINCT measurement) FROM {} WHERE {filter}",
-        table()
+        from
     )
 }
 
-pub fn series_cardinality_sql(filter: &str) -> String {
+pub fn series_cardinality_sql(from: &str, filter: &str) -> String {
     format!(
         "SELECT measurement, count() FROM {} WHERE {filter} GROUP BY measurement ORDER BY measurement",
-        table()
+        from
     )
 }
 

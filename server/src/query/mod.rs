@@ -3,18 +3,23 @@
 //! and their rows cut into InfluxDB 1.x's JSON ([`shape`]). The engine computes; this module
 //! resolves names, plans, and shapes.
 //!
-//! Reads see this pod's data only; gathering from a tenant's other pods is not done here yet.
+//! With peers ([`crate::cluster`]) every statement reads the whole tenant: the pods' catalogs
+//! united ([`view`]), their series, and each pod's share of a `SELECT` ([`partial`]) merged
+//! by this pod's engine ([`gather`]).
 
 pub mod aggregate;
 pub mod answer;
 pub mod buckets;
 pub mod cond;
 pub mod functions;
+pub mod gather;
 pub mod key_regex;
 pub mod meta;
+pub mod partial;
 pub mod plan;
 pub mod shape;
 pub mod time;
+pub mod view;
 
 use std::collections::BTreeMap;
 
@@ -26,7 +31,10 @@ use sluice_influxql::{
 };
 
 use crate::app::App;
-use crate::engine::QueryError;
+use crate::cluster::Partial;
+use crate::engine::{QueryError, Readers};
+use gather::Gather;
+use view::View;
 
 /// A measurement's fields and their types.
 type Fields = BTreeMap<String, FieldType>;
@@ -49,13 +57,65 @@ pub struct Request<'a> {
     pub db: Option<&'a str>,
     pub rp: Option<&'a str>,
     pub epoch: Option<&'a str>,
+    /// Answer without the pods that do not answer, instead of failing.
+    pub partial: bool,
 }
 
-/// The answer to a request: InfluxDB's `{"results": [...]}`, or a parse error, which InfluxDB
-/// answers with 400 and `{"error": "error parsing query: ..."}`.
+/// The answer to a request: InfluxDB's `{"results": [...]}` (and the pods left out of it,
+/// with `partial=true`), or a parse error, which InfluxDB answers with 400 and
+/// `{"error": "error parsing query: ..."}`.
 pub enum Answer {
-    Results(Value),
+    Results { body: Value, missing: Vec<String> },
     ParseError(String),
+}
+
+/// What every statement of a request shares.
+struct Ctx<'a> {
+    app: &'a App,
+    req: &'a Request<'a>,
+    budget: Budget,
+    now_ns: i64,
+    /// The databases, policies, measurements and fields the request can name.
+    view: View,
+    /// The tenant's pods, when this pod gathers.
+    gather: Option<Gather<'a>>,
+}
+
+impl Ctx<'_> {
+    /// Runs `sql` on this pod's data.
+    fn fetch(&self, sql: &str) -> Result<shape::Rows, String> {
+        fetch_on(self.app, &self.budget, Readers::Local, sql)
+    }
+
+    /// Runs the SQL `sql` makes of the series table: this pod's, or the tenant's pods' series
+    /// that `what` asks each of them for.
+    fn fetch_series(
+        &self,
+        what: Partial,
+        sql: &dyn Fn(&str) -> String,
+    ) -> Result<shape::Rows, String> {
+        match &self.gather {
+            None => self.fetch(&sql(&meta::local_series())),
+            Some(g) => g.fetch(&self.budget, &|u| {
+                sql(&meta::gathered_series(&u.url(
+                    &what,
+                    "Native",
+                    meta::SERIES_STRUCTURE,
+                )))
+            }),
+        }
+    }
+
+    /// What pods ask each other for the series a `SHOW` statement lists.
+    fn show_series(&self, db: &str, id: usize) -> Partial {
+        Partial::Series {
+            db: db.to_string(),
+            measurement: None,
+            q: Some(self.req.q.to_string()),
+            statement: id,
+            now: self.now_ns,
+        }
+    }
 }
 
 /// Runs every statement of `req.q`, one after another.
@@ -64,26 +124,63 @@ pub fn run(app: &App, req: &Request) -> Answer {
         Ok(s) => s,
         // InfluxDB reports what it finds when compiling a statement as that statement's error.
         Err(e) if e.kind() == ErrorKind::Compile => {
-            return Answer::Results(json!({ "results": [answer::result_error(0, &e.to_string())] }))
+            return Answer::Results {
+                body: json!({ "results": [answer::result_error(0, &e.to_string())] }),
+                missing: vec![],
+            }
         }
         Err(e) => return Answer::ParseError(format!("error parsing query: {e}")),
     };
     if statements.is_empty() {
         return Answer::ParseError("missing required parameter \"q\"".into());
     }
-    let now_ns = now_ns();
     let budget = Budget::new(app.cfg.query.max_result_bytes.0);
-    let results: Vec<Value> = statements
+    let gather = Gather::new(app, req.partial);
+    let view = match &gather {
+        None => Ok(View::local(&app.ingest.catalog)),
+        Some(g) => g.view(&budget),
+    };
+    let ctx = match view {
+        Ok(view) => Ctx {
+            app,
+            req,
+            budget,
+            now_ns: now_ns(),
+            view,
+            gather,
+        },
+        Err(msg) => {
+            let results: Vec<Value> = (0..statements.len())
+                .map(|id| answer::result_error(id, &msg))
+                .collect();
+            return Answer::Results {
+                body: json!({ "results": results }),
+                missing: vec![],
+            };
+        }
+    };
+    let mut results: Vec<Value> = statements
         .iter()
         .enumerate()
-        .map(
-            |(id, s)| match statement(app, &budget, req, s, now_ns, id) {
-                Ok(v) => v,
-                Err(msg) => answer::result_error(id, &msg),
-            },
-        )
+        .map(|(id, s)| match statement(&ctx, s, id) {
+            Ok(v) => v,
+            Err(msg) => answer::result_error(id, &msg),
+        })
         .collect();
-    Answer::Results(json!({ "results": results }))
+    let missing = ctx.gather.as_ref().map(Gather::missing).unwrap_or_default();
+    if !missing.is_empty() {
+        let text = format!(
+            "partial answer: pod {} of the tenant did not answer, and its data is missing",
+            missing.join(", ")
+        );
+        for r in &mut results {
+            r["messages"] = json!([{ "level": "warning", "text": text }]);
+        }
+    }
+    Answer::Results {
+        body: json!({ "results": results }),
+        missing,
+    }
 }
 
 fn now_ns() -> i64 {
@@ -101,22 +198,15 @@ fn with_series(id: usize, series: Vec<Value>) -> Value {
     }
 }
 
-fn statement(
-    app: &App,
-    budget: &Budget,
-    req: &Request,
-    s: &Statement,
-    now_ns: i64,
-    id: usize,
-) -> Result<Value, String> {
-    let catalog = &app.ingest.catalog;
-    let db_of = |explicit: &Option<String>| database(app, explicit.as_deref(), req);
+fn statement(ctx: &Ctx, s: &Statement, id: usize) -> Result<Value, String> {
+    let (app, req, now_ns) = (ctx.app, ctx.req, ctx.now_ns);
+    let db_of = |explicit: &Option<String>| database(ctx, explicit.as_deref());
     match s {
-        Statement::Select(sel) => select(app, budget, req, sel, now_ns, id),
-        Statement::ShowDatabases => Ok(answer::result_databases(id, &catalog.database_names())),
+        Statement::Select(sel) => select(ctx, sel, id),
+        Statement::ShowDatabases => Ok(answer::result_databases(id, &ctx.view.database_names())),
         Statement::ShowRetentionPolicies { database } => {
             let db = db_of(database)?;
-            let policies = catalog.policies(&db).unwrap_or_default();
+            let policies = ctx.view.policies(&db).unwrap_or_default();
             Ok(answer::result_policies(id, &policies))
         }
         Statement::CreateDatabase(c) => {
@@ -132,7 +222,8 @@ fn statement(
                     ),
                     default: true,
                 });
-            catalog
+            app.ingest
+                .catalog
                 .create_database(&c.name, rp, &app.ingest.wal)
                 .map(|_| answer::result_ok(id))
                 .map_err(|e| e.to_string())
@@ -142,11 +233,9 @@ fn statement(
             let sources: Vec<Measurement> = m.with_measurement.iter().cloned().collect();
             let filter = meta::series_filter(&db, &sources, m.condition.as_ref(), now_ns)
                 .map_err(|e| e.to_string())?;
-            let rows = fetch(
-                app,
-                budget,
-                &meta::measurements_sql(&filter, m.order, m.limit, m.offset),
-            )?;
+            let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
+                meta::measurements_sql(from, &filter, m.order, m.limit, m.offset)
+            })?;
             let values: Vec<Value> = rows.rows.into_iter().map(Value::Array).collect();
             Ok(with_series(
                 id,
@@ -161,7 +250,9 @@ fn statement(
             let db = db_of(&t.database)?;
             let filter = meta::series_filter(&db, &t.sources, t.condition.as_ref(), now_ns)
                 .map_err(|e| e.to_string())?;
-            let rows = fetch(app, budget, &meta::tag_keys_sql(&filter))?;
+            let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
+                meta::tag_keys_sql(from, &filter)
+            })?;
             let mut series = Vec::new();
             for row in rows.rows {
                 let (Some(m), Some(Value::Array(keys))) = (row.first(), row.get(1)) else {
@@ -180,7 +271,9 @@ fn statement(
             let db = db_of(&t.database)?;
             let filter = meta::series_filter(&db, &t.sources, t.condition.as_ref(), now_ns)
                 .map_err(|e| e.to_string())?;
-            let rows = fetch(app, budget, &meta::tag_values_sql(&filter, &t.key, t.order))?;
+            let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
+                meta::tag_values_sql(from, &filter, &t.key, t.order)
+            })?;
             Ok(with_series(
                 id,
                 per_measurement(rows.rows, &["key", "value"], t.limit, t.offset),
@@ -189,7 +282,7 @@ fn statement(
         Statement::ShowFieldKeys(f) => {
             let db = db_of(&f.database)?;
             let mut series = Vec::new();
-            for (measurement, fields) in sources_of(app, budget, &db, req.rp, &f.sources)? {
+            for (measurement, fields) in sources_of(ctx, &db, req.rp, &f.sources)? {
                 let values: Vec<Value> = fields
                     .iter()
                     .map(|(k, t)| json!([k, meta::field_type_name(*t)]))
@@ -209,7 +302,9 @@ fn statement(
             let db = db_of(&s.database)?;
             let filter = meta::series_filter(&db, &s.sources, s.condition.as_ref(), now_ns)
                 .map_err(|e| e.to_string())?;
-            let rows = fetch(app, budget, &meta::series_sql(&filter))?;
+            let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
+                meta::series_sql(from, &filter)
+            })?;
             let mut keys: Vec<String> = rows
                 .rows
                 .iter()
@@ -242,7 +337,9 @@ fn statement(
             let db = db_of(&c.database)?;
             let filter = meta::series_filter(&db, &c.sources, c.condition.as_ref(), now_ns)
                 .map_err(|e| e.to_string())?;
-            let rows = fetch(app, budget, &meta::measurement_cardinality_sql(&filter))?;
+            let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
+                meta::measurement_cardinality_sql(from, &filter)
+            })?;
             let n = rows
                 .rows
                 .first()
@@ -258,7 +355,9 @@ fn statement(
             let db = db_of(&c.database)?;
             let filter = meta::series_filter(&db, &c.sources, c.condition.as_ref(), now_ns)
                 .map_err(|e| e.to_string())?;
-            let rows = fetch(app, budget, &meta::series_cardinality_sql(&filter))?;
+            let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
+                meta::series_cardinality_sql(from, &filter)
+            })?;
             if c.exact {
                 return Ok(with_series(
                     id,
@@ -313,12 +412,12 @@ fn per_measurement(
 
 /// The database a statement reads: its own (`FROM "db"."rp"."m"`, `ON db`) or the request's
 /// `db`; an error unless it exists.
-fn database(app: &App, explicit: Option<&str>, req: &Request) -> Result<String, String> {
+fn database(ctx: &Ctx, explicit: Option<&str>) -> Result<String, String> {
     let db = explicit
-        .or(req.db)
+        .or(ctx.req.db)
         .filter(|d| !d.is_empty())
         .ok_or("database name required")?;
-    if app.ingest.catalog.policies(db).is_none() {
+    if ctx.view.policies(db).is_none() {
         return Err(format!("database not found: {db}"));
     }
     Ok(db.to_string())
@@ -326,8 +425,8 @@ fn database(app: &App, explicit: Option<&str>, req: &Request) -> Result<String, 
 
 /// The retention policy a source reads in `db`: its own, the request's `rp`, or the default;
 /// an error unless `db` has it.
-fn policy(app: &App, db: &str, explicit: Option<&str>, rp: Option<&str>) -> Result<String, String> {
-    let catalog = &app.ingest.catalog;
+fn policy(ctx: &Ctx, db: &str, explicit: Option<&str>, rp: Option<&str>) -> Result<String, String> {
+    let catalog = &ctx.view;
     let rp = explicit
         .or(rp)
         .filter(|r| !r.is_empty())
@@ -348,15 +447,14 @@ fn policy(app: &App, db: &str, explicit: Option<&str>, rp: Option<&str>) -> Resu
 /// The measurements `sources` name in `db` (and the policy each names, the request's, or the
 /// default), with their fields, in name order. No sources: every measurement of the policy.
 fn sources_of(
-    app: &App,
-    budget: &Budget,
+    ctx: &Ctx,
     db: &str,
     rp: Option<&str>,
     sources: &[Measurement],
 ) -> Result<Vec<(String, Fields)>, String> {
-    let catalog = &app.ingest.catalog;
+    let catalog = &ctx.view;
     let policy_for = |m: Option<&Measurement>| {
-        policy(app, db, m.and_then(|m| m.retention_policy.as_deref()), rp)
+        policy(ctx, db, m.and_then(|m| m.retention_policy.as_deref()), rp)
     };
     let mut out: BTreeMap<String, Fields> = BTreeMap::new();
     if sources.is_empty() {
@@ -374,7 +472,7 @@ fn sources_of(
                 }
             }
             MeasurementName::Regex(re) => {
-                for name in matching(app, budget, all.keys(), re.as_str())? {
+                for name in matching(ctx, all.keys(), re.as_str())? {
                     if let Some(f) = all.get(&name) {
                         out.insert(name, f.clone());
                     }
@@ -387,8 +485,7 @@ fn sources_of(
 
 /// The names that match `re`, asked of the engine (RE2, as InfluxDB's Go regexes).
 fn matching<'a>(
-    app: &App,
-    budget: &Budget,
+    ctx: &Ctx,
     names: impl Iterator<Item = &'a String>,
     re: &str,
 ) -> Result<Vec<String>, String> {
@@ -396,15 +493,11 @@ fn matching<'a>(
     if list.is_empty() {
         return Ok(vec![]);
     }
-    let rows = fetch(
-        app,
-        budget,
-        &format!(
-            "SELECT arrayJoin(arrayFilter(x -> match(x, {}), [{}]))",
-            sluice_core::names::quote_str(re),
-            list.join(", ")
-        ),
-    )?;
+    let rows = ctx.fetch(&format!(
+        "SELECT arrayJoin(arrayFilter(x -> match(x, {}), [{}]))",
+        sluice_core::names::quote_str(re),
+        list.join(", ")
+    ))?;
     Ok(rows
         .rows
         .into_iter()
@@ -412,18 +505,11 @@ fn matching<'a>(
         .collect())
 }
 
-fn select(
-    app: &App,
-    budget: &Budget,
-    req: &Request,
-    sel: &SelectStatement,
-    now_ns: i64,
-    id: usize,
-) -> Result<Value, String> {
+fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Value, String> {
     if sel.fields.is_empty() {
         return Err("at least 1 non-time field must be queried".into());
     }
-    let epoch = time::epoch_unit(req.epoch);
+    let epoch = time::epoch_unit(ctx.req.epoch);
     let mut series = Vec::new();
     for source in &sel.sources {
         let FromSource::Measurement(m) = source else {
@@ -432,33 +518,134 @@ fn select(
             )
             .to_string());
         };
-        let db = database(app, m.database.as_deref(), req)?;
-        let rp = policy(app, &db, m.retention_policy.as_deref(), req.rp)?;
-        for (measurement, fields) in
-            sources_of(app, budget, &db, Some(&rp), std::slice::from_ref(m))?
-        {
-            let table = sluice_core::names::table_name(&db, &rp, &measurement);
+        let db = database(ctx, m.database.as_deref())?;
+        let rp = policy(ctx, &db, m.retention_policy.as_deref(), ctx.req.rp)?;
+        for (measurement, fields) in sources_of(ctx, &db, Some(&rp), std::slice::from_ref(m))? {
+            if let Some(conflict) = ctx.view.conflict(&db, &rp, &measurement) {
+                return Err(conflict);
+            }
             let tag_keys = if needs_tag_keys(sel) {
-                tag_keys(app, budget, &db, &measurement)?
+                tag_keys(ctx, &db, &measurement)?
             } else {
                 vec![]
             };
-            let src = plan::Source {
+            let one = One {
                 db: &db,
+                rp: &rp,
                 measurement: &measurement,
-                table: &table,
                 fields: &fields,
                 tag_keys: &tag_keys,
+                statement: id,
             };
-            let Some(p) = plan::plan(sel, &src, now_ns).map_err(|e| e.to_string())? else {
+            let Some((p, rows)) = (match &ctx.gather {
+                None => select_here(ctx, sel, &one)?,
+                Some(g) => select_gathered(ctx, g, sel, &one)?,
+            }) else {
                 continue;
             };
-            let rows = fetch(app, budget, &p.sql)?;
             shape::series(&measurement, &p.columns, p.tagged, rows, epoch, &mut series)?;
         }
     }
     shape::limit_series(&mut series, sel.slimit, sel.soffset);
     Ok(with_series(id, series))
+}
+
+/// One measurement a `SELECT` reads.
+struct One<'a> {
+    db: &'a str,
+    rp: &'a str,
+    measurement: &'a str,
+    fields: &'a Fields,
+    tag_keys: &'a [String],
+    statement: usize,
+}
+
+type Planned = Option<(plan::Plan, shape::Rows)>;
+
+fn select_here(ctx: &Ctx, sel: &SelectStatement, one: &One) -> Result<Planned, String> {
+    let table = sluice_core::names::quote_ident(&sluice_core::names::table_name(
+        one.db,
+        one.rp,
+        one.measurement,
+    ));
+    let src = plan::Source {
+        db: one.db,
+        measurement: one.measurement,
+        table: &table,
+        fields: one.fields,
+        tag_keys: one.tag_keys,
+    };
+    let Some(p) =
+        plan::plan(sel, &src, ctx.now_ns, plan::Mode::Whole).map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    let rows = ctx.fetch(&p.sql)?;
+    Ok(Some((p, rows)))
+}
+
+/// Every pod computes its share ([`partial`]); this pod's engine reads them all and finishes.
+/// The columns the pods send are those of this pod's own share, which reads the tenant's
+/// field types whatever this pod holds.
+fn select_gathered(
+    ctx: &Ctx,
+    g: &Gather,
+    sel: &SelectStatement,
+    one: &One,
+) -> Result<Planned, String> {
+    let Some(own) = partial::select_sql(
+        ctx.app,
+        sel,
+        one.db,
+        one.rp,
+        one.measurement,
+        one.fields,
+        one.tag_keys,
+        ctx.now_ns,
+    )?
+    else {
+        return Ok(None);
+    };
+    let columns = fetch_as(
+        ctx.app,
+        &ctx.budget,
+        Readers::Local,
+        &format!("DESCRIBE TABLE ({own})"),
+        false,
+    )?;
+    let structure = gather::structure_of(&columns);
+    let what = Partial::Select {
+        q: ctx.req.q.to_string(),
+        statement: one.statement,
+        db: one.db.to_string(),
+        rp: one.rp.to_string(),
+        measurement: one.measurement.to_string(),
+        fields: partial::type_names(one.fields),
+        tag_keys: one.tag_keys.to_vec(),
+        now: ctx.now_ns,
+    };
+    let src = plan::Source {
+        db: one.db,
+        measurement: one.measurement,
+        table: "",
+        fields: one.fields,
+        tag_keys: one.tag_keys,
+    };
+    let Some(p) =
+        plan::plan(sel, &src, ctx.now_ns, plan::Mode::Final("")).map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    let rows = g.fetch(&ctx.budget, &|u| {
+        let url = u.url(&what, "Native", &structure);
+        // Planned just above with another source: it plans again the same way.
+        plan::plan(sel, &src, ctx.now_ns, plan::Mode::Final(&url))
+            .ok()
+            .flatten()
+            .map(|p| p.sql)
+            .unwrap_or_default()
+    })?;
+    Ok(Some((p, rows)))
 }
 
 fn needs_tag_keys(sel: &SelectStatement) -> bool {
@@ -478,18 +665,21 @@ fn needs_tag_keys(sel: &SelectStatement) -> bool {
         })
 }
 
-fn tag_keys(
-    app: &App,
-    budget: &Budget,
-    db: &str,
-    measurement: &str,
-) -> Result<Vec<String>, String> {
+/// The tag keys of `measurement`'s series (in every pod when gathering), for `*`.
+fn tag_keys(ctx: &Ctx, db: &str, measurement: &str) -> Result<Vec<String>, String> {
     let filter = format!(
         "db = {} AND measurement = {}",
         sluice_core::names::quote_str(db),
         sluice_core::names::quote_str(measurement)
     );
-    let rows = fetch(app, budget, &meta::tag_keys_sql(&filter))?;
+    let what = Partial::Series {
+        db: db.to_string(),
+        measurement: Some(measurement.to_string()),
+        q: None,
+        statement: 0,
+        now: ctx.now_ns,
+    };
+    let rows = ctx.fetch_series(what, &|from| meta::tag_keys_sql(from, &filter))?;
     Ok(rows
         .rows
         .first()
@@ -519,9 +709,25 @@ impl Budget {
     }
 }
 
-/// Runs `sql` on a query connection and parses its rows, within what is left of the
-/// request's `query.max_result_bytes` (the engine enforces it too, per query).
-fn fetch(app: &App, budget: &Budget, sql: &str) -> Result<shape::Rows, String> {
+/// Runs `sql` on a query connection of `readers` and parses its rows, within what is left of
+/// the request's `query.max_result_bytes` (the engine enforces it too, per query).
+fn fetch_on(
+    app: &App,
+    budget: &Budget,
+    readers: Readers,
+    sql: &str,
+) -> Result<shape::Rows, String> {
+    fetch_as(app, budget, readers, sql, true)
+}
+
+/// [`fetch_on`] for statements the engine does not stream (`DESCRIBE`).
+fn fetch_as(
+    app: &App,
+    budget: &Budget,
+    readers: Readers,
+    sql: &str,
+    streamed: bool,
+) -> Result<shape::Rows, String> {
     let q = &app.cfg.query;
     let (max, left) = (budget.max, budget.left.get());
     let mut out: Vec<u8> = Vec::new();
@@ -536,7 +742,7 @@ fn fetch(app: &App, budget: &Budget, sql: &str) -> Result<shape::Rows, String> {
     };
     let sql = format!("{sql} FORMAT JSONCompactEachRowWithNamesAndTypes");
     app.engine
-        .stream_query(&sql, true, q.queue_timeout, &mut sink)
+        .stream_on(readers, &sql, streamed, q.queue_timeout, &mut sink)
         .map_err(|e| match e {
             QueryError::Busy(n) => format!(
                 "all {n} query connections are busy for longer than query.queue_timeout; retry"

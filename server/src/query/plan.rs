@@ -40,11 +40,29 @@ pub(super) fn value_col(i: usize) -> String {
 pub struct Source<'a> {
     pub db: &'a str,
     pub measurement: &'a str,
+    /// What the points are read from: the table's quoted name, or a subquery that gives the
+    /// table the tenant's field types (see [`super::partial::table_sql`]).
     pub table: &'a str,
     pub fields: &'a BTreeMap<String, FieldType>,
     /// The tag keys of the measurement's series (for `*`).
     pub tag_keys: &'a [String],
 }
+
+/// Which part of the work a query does.
+#[derive(Debug, Clone, Copy)]
+pub enum Mode<'a> {
+    /// All of it, over this pod's data.
+    Whole,
+    /// A pod's share for a gathering read: aggregate states per tags and bucket (`-State`), or
+    /// the filtered points, in `Native`.
+    Partial,
+    /// The gathering pod's part over its peers' partials (`source`, a `url()` over them):
+    /// `-Merge`, gaps, transforms, order and limits.
+    Final(&'a str),
+}
+
+/// Column of a raw partial that orders points of one time by series, as InfluxDB merges them.
+pub(super) const KEY: &str = "__sl_key";
 
 /// The query for one measurement, and how to read its rows.
 #[derive(Debug)]
@@ -58,7 +76,12 @@ pub struct Plan {
 
 /// Plans `stmt` against `src`. `None` when the measurement has none of the fields the
 /// statement reads: InfluxDB leaves such a measurement out of the answer.
-pub fn plan(stmt: &SelectStatement, src: &Source, now_ns: i64) -> Result<Option<Plan>, PlanError> {
+pub fn plan(
+    stmt: &SelectStatement,
+    src: &Source,
+    now_ns: i64,
+    mode: Mode,
+) -> Result<Option<Plan>, PlanError> {
     let scope = Scope {
         fields: src.fields,
         now_ns,
@@ -91,6 +114,7 @@ pub fn plan(stmt: &SelectStatement, src: &Source, now_ns: i64) -> Result<Option<
         scope: &scope,
         grouping: &grouping,
         filter: &filter,
+        mode,
     };
     let sql = if aggregate {
         q.aggregate(&exprs)?
@@ -288,6 +312,7 @@ pub(super) struct Query<'a> {
     pub(super) scope: &'a Scope<'a>,
     pub(super) grouping: &'a Grouping,
     pub(super) filter: &'a cond::Where,
+    pub(super) mode: Mode<'a>,
 }
 
 impl Query<'_> {
@@ -309,7 +334,7 @@ impl Query<'_> {
     /// conditions select series by id).
     pub(super) fn tables_and_filter(&self, join: bool, extra: &[String]) -> String {
         let series = self.series_sql();
-        let mut sql = format!("FROM {} AS m", quote_ident(self.src.table));
+        let mut sql = format!("FROM {} AS m", self.src.table);
         let mut conds: Vec<String> = Vec::new();
         if join {
             sql.push_str(&format!(
@@ -393,21 +418,41 @@ impl Query<'_> {
         // Points of several series at one time come in series-key order, as InfluxDB merges
         // them.
         let dir = self.direction();
+        let tags = self.grouping.sql();
+        let from = self.tables_and_filter(true, &extra);
+        let points = match self.mode {
+            Mode::Whole => format!(
+                "SELECT {tags} AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {}, toJSONString(mapSort(s.tags)) AS {KEY} {from}",
+                cols.join(", ")
+            ),
+            Mode::Partial => {
+                // A pod's first `OFFSET + LIMIT` points per series are all the final answer
+                // can take from it.
+                let limit = match (self.stmt.limit, transforms.is_empty()) {
+                    (Some(l), true) => format!(
+                        " ORDER BY {TAGS}{dir}, {TIME}{dir}, {KEY}{dir} LIMIT {} BY {TAGS}",
+                        l.saturating_add(self.stmt.offset.unwrap_or(0))
+                    ),
+                    _ => String::new(),
+                };
+                return Ok(format!(
+                    "SELECT {tags} AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {}, toJSONString(mapSort(s.tags)) AS {KEY} {from}{limit}",
+                    cols.join(", ")
+                ));
+            }
+            Mode::Final(source) => {
+                let names: Vec<String> = (0..exprs.len()).map(value_col).collect();
+                format!("SELECT {TAGS}, {TIME}, {}, {KEY} FROM {source}", names.join(", "))
+            }
+        };
         if transforms.is_empty() {
+            let names: Vec<String> = (0..exprs.len()).map(value_col).collect();
             return Ok(format!(
-                "SELECT {} AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {} {} ORDER BY {TAGS}{dir}, {TIME}{dir}, toJSONString(mapSort(s.tags)){dir}{}",
-                self.grouping.sql(),
-                cols.join(", "),
-                self.tables_and_filter(true, &extra),
+                "SELECT {TAGS}, {TIME}, {} FROM ({points}) ORDER BY {TAGS}{dir}, {TIME}{dir}, {KEY}{dir}{}",
+                names.join(", "),
                 self.limit_by()
             ));
         }
-        let points = format!(
-            "SELECT {} AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {} {}",
-            self.grouping.sql(),
-            cols.join(", "),
-            self.tables_and_filter(true, &extra)
-        );
         Ok(self.transformed(points, exprs.len(), &transforms))
     }
 
@@ -476,11 +521,11 @@ mod tests {
         let src = Source {
             db: "db",
             measurement: "cpu",
-            table: "db_autogen_cpu",
+            table: "`db_autogen_cpu`",
             fields: &fields,
             tag_keys: &tags,
         };
-        plan(&select(q), &src, 1_000_000_000_000)
+        plan(&select(q), &src, 1_000_000_000_000, Mode::Whole)
     }
 
     #[test]

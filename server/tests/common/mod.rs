@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod influxd;
+pub mod influxql;
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -239,6 +240,21 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A random test's seed: `SLUICE_TEST_SEED` when set (to repeat a failure), else from the
+/// clock; odd, so that xorshift generators never start at zero.
+pub fn test_seed() -> u64 {
+    std::env::var("SLUICE_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(7)
+        })
+        | 1
 }
 
 /// A free TCP port on 127.0.0.1 (for other processes the tests start).

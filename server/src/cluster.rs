@@ -1,0 +1,301 @@
+//! The tenant's pods as this pod sees them, and what one pod asks another for.
+//!
+//! A read through any pod gathers from all of them: the pod plans the statement, asks every
+//! pod (itself included) for its partial result over `GET /internal/v1/partial`, and its own
+//! engine reads those partials through `url()` and finishes the work (see
+//! [`crate::query::gather`]). A peer is asked only for what this module's [`Partial`] can
+//! express (an InfluxQL statement to compute its share of, its catalog, its series, a guarded
+//! `/sql` inner query): never SQL, and never an address a reader chose.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use sluice_core::config::ClusterConfig;
+use sluice_core::names::quote_str;
+
+/// The internal endpoint's path.
+pub const PARTIAL_PATH: &str = "/internal/v1/partial";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("reading cluster.token_file {path}: {source}")]
+    TokenFile {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cluster.token_file {0} is empty")]
+    EmptyToken(String),
+    #[error("cluster.peers: {0:?} is not host:port (letters, digits, '.', '-' and a port)")]
+    BadPeer(String),
+}
+
+/// What one pod asks another for. It travels base64-encoded in the query string (`url()`
+/// reads with GET), so nothing in it can be read as part of the URL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Partial {
+    /// Answers at once: whether a peer is there.
+    Ping,
+    /// The pod's databases, policies, measurements and field types (`JSONEachRow`).
+    Catalog,
+    /// The pod's series of `db` (`db, measurement, tags` in `Native`): those of `measurement`,
+    /// or those that statement `statement` of `q` (a `SHOW`) selects.
+    Series {
+        db: String,
+        measurement: Option<String>,
+        q: Option<String>,
+        statement: usize,
+        now: i64,
+    },
+    /// The pod's share of `SELECT` statement `statement` of `q` over one measurement, with the
+    /// tenant's fields and tag keys of it (`Native`).
+    Select {
+        q: String,
+        statement: usize,
+        db: String,
+        rp: String,
+        measurement: String,
+        /// Field name to InfluxDB type name.
+        fields: BTreeMap<String, String>,
+        tag_keys: Vec<String>,
+        now: i64,
+    },
+    /// A `/sql` inner query, checked by the pod's guard again (`Native`).
+    Sql { q: String },
+    /// The columns of a `/sql` inner query on this pod (`name, type` in `JSONEachRow`;
+    /// nothing when the pod cannot run it, for example without the table).
+    DescribeSql { q: String },
+}
+
+impl Partial {
+    pub fn encode(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    pub fn decode(s: &str) -> Result<Self, String> {
+        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(s)
+            .map_err(|e| format!("bad partial request encoding: {e}"))?;
+        serde_json::from_slice(&json).map_err(|e| format!("bad partial request: {e}"))
+    }
+}
+
+/// A peer by the name it was configured with, and where that name resolved to now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub name: String,
+    pub addr: Option<SocketAddr>,
+}
+
+pub struct Cluster {
+    peers: Vec<String>,
+    file: Option<PathBuf>,
+    /// The file's peers as last read, and the modification time they were read at.
+    from_file: Mutex<(Option<SystemTime>, Vec<String>)>,
+    token: Option<String>,
+}
+
+impl Cluster {
+    pub fn new(cfg: &ClusterConfig) -> Result<Self, ClusterError> {
+        for p in &cfg.peers {
+            if !valid_peer(p) {
+                return Err(ClusterError::BadPeer(p.clone()));
+            }
+        }
+        let token = match (&cfg.token, &cfg.token_file) {
+            (_, Some(path)) => {
+                let t =
+                    std::fs::read_to_string(path).map_err(|source| ClusterError::TokenFile {
+                        path: path.clone(),
+                        source,
+                    })?;
+                let t = t.trim().to_string();
+                if t.is_empty() {
+                    return Err(ClusterError::EmptyToken(path.clone()));
+                }
+                Some(t)
+            }
+            (Some(t), None) if !t.trim().is_empty() => Some(t.trim().to_string()),
+            _ => None,
+        };
+        Ok(Self {
+            peers: cfg.peers.clone(),
+            file: cfg.peers_file.as_ref().map(PathBuf::from),
+            from_file: Mutex::new((None, Vec::new())),
+            token,
+        })
+    }
+
+    /// The token peers present; `None` turns gathering and the internal endpoint off.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// Whether this pod could ever gather (a token, and peers configured or a peer file).
+    pub fn configured(&self) -> bool {
+        self.token.is_some() && (self.peers.len() > 1 || self.file.is_some())
+    }
+
+    /// The tenant's pods now: `cluster.peers`, then the file's (read again when it changed;
+    /// a file that cannot be read keeps its last list). Lines that are not `host:port` are
+    /// skipped with a warning.
+    pub fn peers(&self) -> Vec<String> {
+        let mut out = self.peers.clone();
+        if let Some(path) = &self.file {
+            let mut cached = self.from_file.lock().unwrap_or_else(|p| p.into_inner());
+            let mtime = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+            if mtime.is_some() && mtime != cached.0 {
+                if let Ok(text) = std::fs::read_to_string(path) {
+                    let mut list = Vec::new();
+                    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                        if valid_peer(line) {
+                            list.push(line.to_string());
+                        } else {
+                            tracing::warn!(peer = line, file = %path.display(), "skipping a peer that is not host:port");
+                        }
+                    }
+                    *cached = (mtime, list);
+                }
+            }
+            out.extend(cached.1.iter().cloned());
+        }
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|p| seen.insert(p.clone()));
+        out
+    }
+}
+
+/// `host:port` with a host of letters, digits, dots and dashes: nothing that could change the
+/// meaning of the URL or the SQL string it goes into.
+pub fn valid_peer(p: &str) -> bool {
+    let Some((host, port)) = p.rsplit_once(':') else {
+        return false;
+    };
+    !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+        && port.parse::<u16>().is_ok_and(|p| p > 0)
+}
+
+/// Resolves every peer now (the engine's own DNS cache would keep a restarted pod's old
+/// address); a name that does not resolve has no address.
+pub fn resolve(names: &[String]) -> Vec<Peer> {
+    names
+        .iter()
+        .map(|name| Peer {
+            name: name.clone(),
+            addr: name.to_socket_addrs().ok().and_then(|a| {
+                let all: Vec<SocketAddr> = a.collect();
+                all.iter().find(|a| a.is_ipv4()).or(all.first()).copied()
+            }),
+        })
+        .collect()
+}
+
+/// `url(...)` reading `what` from every address of `addrs` at once, in `format` with the
+/// columns `structure`. Pods on one port are one `url()` whose host is a glob (`{a,b}`), which
+/// the engine fetches side by side; the engine checks the URL's port before it expands a glob,
+/// so pods on different ports (tests on one machine) are a `UNION ALL` of such reads.
+pub fn url_sql(
+    addrs: &[SocketAddr],
+    what: &Partial,
+    format: &str,
+    structure: &str,
+    token: &str,
+) -> String {
+    let mut by_port: BTreeMap<u16, Vec<String>> = BTreeMap::new();
+    for a in addrs {
+        let host = match a {
+            SocketAddr::V4(v4) => v4.ip().to_string(),
+            SocketAddr::V6(v6) => format!("[{}]", v6.ip()),
+        };
+        by_port.entry(a.port()).or_default().push(host);
+    }
+    let one = |port: u16, hosts: &[String]| {
+        let hosts = if hosts.len() == 1 {
+            hosts[0].clone()
+        } else {
+            format!("{{{}}}", hosts.join(","))
+        };
+        let url = format!("http://{hosts}:{port}{PARTIAL_PATH}?p={}", what.encode());
+        format!(
+            "url({}, {format}, {}, headers('Authorization' = {}))",
+            quote_str(&url),
+            quote_str(structure),
+            quote_str(&format!("Bearer {token}"))
+        )
+    };
+    let reads: Vec<String> = by_port.iter().map(|(p, h)| one(*p, h)).collect();
+    if reads.len() == 1 {
+        return reads[0].clone();
+    }
+    let union: Vec<String> = reads.iter().map(|r| format!("SELECT * FROM {r}")).collect();
+    format!("({})", union.join(" UNION ALL "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_must_be_plain_host_and_port() {
+        assert!(valid_peer(
+            "sluice-t-0.sluice-t-peers.ns.svc.cluster.local:8086"
+        ));
+        assert!(valid_peer("127.0.0.1:18086"));
+        for bad in [
+            "host", "host:0", "host:x", ":80", "a,b:80", "a}:80", "a'b:80", "h/x:80",
+        ] {
+            assert!(!valid_peer(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_request_travels_as_url_safe_text_and_back() {
+        let p = Partial::Select {
+            q: "SELECT mean(\"v\") + 1 FROM cpu WHERE host =~ /a|b/ AND x = '{,}'".into(),
+            statement: 0,
+            db: "db".into(),
+            rp: "autogen".into(),
+            measurement: "cpu".into(),
+            fields: [("v".to_string(), "float".to_string())].into(),
+            tag_keys: vec!["host".into()],
+            now: 1,
+        };
+        let e = p.encode();
+        assert!(e
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+        assert_eq!(Partial::decode(&e).unwrap(), p);
+        let addrs: Vec<SocketAddr> = vec![
+            "10.0.0.1:8086".parse().unwrap(),
+            "10.0.0.2:8086".parse().unwrap(),
+        ];
+        let sql = url_sql(&addrs, &Partial::Ping, "RawBLOB", "x String", "t'k");
+        assert!(
+            sql.starts_with("url('http://{10.0.0.1,10.0.0.2}:8086/internal/v1/partial?p="),
+            "{sql}"
+        );
+        assert!(sql.contains("'Bearer t\\'k'"), "{sql}");
+        let addrs: Vec<SocketAddr> = vec![
+            "127.0.0.1:1".parse().unwrap(),
+            "127.0.0.1:2".parse().unwrap(),
+        ];
+        let sql = url_sql(&addrs, &Partial::Ping, "RawBLOB", "x String", "t");
+        assert!(
+            sql.starts_with("(SELECT * FROM url('http://127.0.0.1:1/"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains(" UNION ALL SELECT * FROM url('http://127.0.0.1:2/"),
+            "{sql}"
+        );
+    }
+}

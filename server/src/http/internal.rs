@@ -1,0 +1,142 @@
+//! `GET /internal/v1/partial`: a pod's share of a read that another pod of the tenant
+//! gathers (see [`crate::cluster`]). Only pods holding the tenant's `cluster.token` may ask;
+//! without a token the endpoint does not exist.
+//!
+//! It takes no place among the requests in flight: the gathering pod's request holds one
+//! already, and a share that had to wait for a place behind gathering requests could wait on
+//! them forever.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::read::{query_error, stream_on, task_failed};
+use super::{error, observe};
+use crate::app::App;
+use crate::cluster::Partial;
+
+pub(super) async fn partial(
+    State(app): State<Arc<App>>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let started = Instant::now();
+    let resp = answer(&app, &params, &headers).await;
+    observe(&app, "partial", started, &resp);
+    resp
+}
+
+/// A HEAD would have to run the share to know its status: refused, so that nothing runs a
+/// pod's share twice.
+pub(super) async fn head() -> Response {
+    StatusCode::METHOD_NOT_ALLOWED.into_response()
+}
+
+async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &HeaderMap) -> Response {
+    let Some(token) = app.cluster.token() else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "this pod has no cluster.token: it does not answer other pods",
+        );
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if presented.map(str::as_bytes) != Some(token.as_bytes()) {
+        return error(StatusCode::UNAUTHORIZED, "not a pod of this tenant");
+    }
+    let what = match params.get("p").map(|p| Partial::decode(p)) {
+        Some(Ok(w)) => w,
+        Some(Err(e)) => return error(StatusCode::BAD_REQUEST, e),
+        None => return error(StatusCode::BAD_REQUEST, "missing p"),
+    };
+    match &what {
+        Partial::Ping => return (StatusCode::OK, "ok").into_response(),
+        Partial::Catalog => return catalog(app),
+        Partial::DescribeSql { q } => return describe_sql(app, q.clone()).await,
+        Partial::Sql { q } => {
+            if let Err(refusal) = app.guard.check(q) {
+                return error(StatusCode::FORBIDDEN, format!("query refused: {refusal}"));
+            }
+        }
+        _ => {}
+    }
+    let app2 = app.clone();
+    let sql = tokio::task::spawn_blocking(move || crate::query::partial::sql(&app2, &what)).await;
+    let sql = match sql {
+        Ok(Ok(Some(sql))) => sql,
+        Ok(Ok(None)) => return error(StatusCode::BAD_REQUEST, "nothing to run"),
+        Ok(Err(msg)) => return error(StatusCode::BAD_REQUEST, msg),
+        Err(e) => return task_failed(e),
+    };
+    let sql = format!("{sql} FORMAT Native");
+    match stream_on(app, crate::engine::Readers::Local, sql, true, None).await {
+        Ok(body) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/octet-stream")],
+            body,
+        )
+            .into_response(),
+        Err(r) => r,
+    }
+}
+
+fn catalog(app: &App) -> Response {
+    let rows = crate::query::view::View::local(&app.ingest.catalog).rows();
+    let mut out = Vec::new();
+    for r in rows {
+        if serde_json::to_writer(&mut out, &r).is_ok() {
+            out.push(b'\n');
+        }
+    }
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        out,
+    )
+        .into_response()
+}
+
+/// The columns of a `/sql` inner query here, as `{"name", "type", "position"}` lines; none
+/// when this pod cannot run it (no such table here), so that the gathering pod takes them
+/// from a pod that can.
+async fn describe_sql(app: &Arc<App>, q: String) -> Response {
+    if let Err(refusal) = app.guard.check(&q) {
+        return error(StatusCode::FORBIDDEN, format!("query refused: {refusal}"));
+    }
+    let app2 = app.clone();
+    let wait = app.cfg.query.queue_timeout;
+    let described = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        let sql = format!("DESCRIBE TABLE ({q}) FORMAT JSONCompactEachRow");
+        app2.engine
+            .stream_query(&sql, false, wait, &mut |chunk| {
+                out.extend_from_slice(&chunk);
+                true
+            })
+            .map(|()| out)
+    })
+    .await;
+    let text = match described {
+        Ok(Ok(out)) => out,
+        Ok(Err(crate::engine::QueryError::Engine(_))) => Vec::new(),
+        Ok(Err(e)) => return query_error(app, e),
+        Err(e) => return task_failed(e),
+    };
+    let mut out = Vec::new();
+    for (i, line) in text.split(|b| *b == b'\n').enumerate() {
+        let Ok(serde_json::Value::Array(cols)) = serde_json::from_slice(line) else {
+            continue;
+        };
+        let row = serde_json::json!({ "name": cols.first(), "type": cols.get(1), "position": i });
+        if serde_json::to_writer(&mut out, &row).is_ok() {
+            out.push(b'\n');
+        }
+    }
+    (StatusCode::OK, out).into_response()
+}

@@ -1,0 +1,289 @@
+//! The gathering pod's side of a read across the tenant: its engine reads every pod's partial
+//! through one `url()` over all of them (fetched in parallel) and finishes the work itself:
+//! the merge is ClickHouse's, as in its Distributed engine.
+//!
+//! A pod that does not answer is an error naming it, since a missing pod biases sums and
+//! means, not just the list of series; with `partial=true` it is left out and the answer
+//! says so. A pod that answers with an error (a 404 included) is always an error.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+
+use serde_json::Value;
+
+use super::shape::Rows;
+use super::view::{CatalogRow, View, CATALOG_STRUCTURE};
+use super::{fetch_on, Budget};
+use crate::app::App;
+use crate::cluster::{self, Partial, Peer};
+use crate::engine::Readers;
+
+/// Where the peers are for one attempt: what `url()`s are built from.
+pub struct Urls<'a> {
+    addrs: Vec<SocketAddr>,
+    token: &'a str,
+}
+
+impl Urls<'_> {
+    /// `url()` reading `what` from every pod at once.
+    pub fn url(&self, what: &Partial, format: &str, structure: &str) -> String {
+        cluster::url_sql(&self.addrs, what, format, structure, self.token)
+    }
+}
+
+pub struct Gather<'a> {
+    app: &'a App,
+    token: String,
+    /// The pods still asked.
+    peers: RefCell<Vec<Peer>>,
+    partial: bool,
+    /// The pods left out (`partial=true`), by name.
+    missing: RefCell<Vec<String>>,
+}
+
+impl<'a> Gather<'a> {
+    /// `None` when this pod answers alone: no token, or fewer than two pods.
+    pub fn new(app: &'a App, partial: bool) -> Option<Self> {
+        let token = app.cluster.token()?.to_string();
+        if !app.engine.gathers() {
+            return None;
+        }
+        let names = app.cluster.peers();
+        if names.len() < 2 {
+            return None;
+        }
+        Some(Self {
+            app,
+            token,
+            peers: RefCell::new(cluster::resolve(&names)),
+            partial,
+            missing: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// Where the pods still asked are.
+    pub fn urls(&self) -> Urls<'_> {
+        Urls {
+            addrs: self.peers.borrow().iter().filter_map(|p| p.addr).collect(),
+            token: &self.token,
+        }
+    }
+
+    pub fn missing(&self) -> Vec<String> {
+        self.missing.borrow().clone()
+    }
+
+    /// Runs the SQL `build` makes over the pods still asked, leaving out (with
+    /// `partial=true`) those that do not answer and trying again without them.
+    pub fn fetch(&self, budget: &Budget, build: &dyn Fn(&Urls) -> String) -> Result<Rows, String> {
+        loop {
+            let unresolved: Vec<Peer> = self
+                .peers
+                .borrow()
+                .iter()
+                .filter(|p| p.addr.is_none())
+                .cloned()
+                .collect();
+            if !unresolved.is_empty() {
+                self.leave_out(unresolved, "its name does not resolve")?;
+                continue;
+            }
+            let addrs: Vec<SocketAddr> =
+                self.peers.borrow().iter().filter_map(|p| p.addr).collect();
+            let n = addrs.len();
+            let urls = Urls {
+                addrs,
+                token: &self.token,
+            };
+            // One thread per pod, so that the fetches run side by side.
+            let sql = format!("{} SETTINGS max_threads = {}", build(&urls), n.max(2));
+            let msg = match fetch_on(self.app, budget, Readers::Gather, &sql) {
+                Ok(rows) => return Ok(rows),
+                Err(msg) => msg,
+            };
+            if let Some(peer) = self.answered_with_error(&msg) {
+                return Err(format!("pod {} answered with an error: {msg}", peer.name));
+            }
+            let failed = self.unreachable(&msg);
+            if failed.is_empty() {
+                return Err(msg);
+            }
+            self.leave_out(failed, &msg)?;
+        }
+    }
+
+    /// The union of every pod's catalog.
+    pub fn view(&self, budget: &Budget) -> Result<View, String> {
+        let rows = self.fetch(budget, &|u| {
+            format!(
+                "SELECT * FROM {}",
+                u.url(&Partial::Catalog, "JSONEachRow", CATALOG_STRUCTURE)
+            )
+        })?;
+        Ok(View::from_rows(rows.rows.into_iter().filter_map(|r| {
+            let text = |i: usize| {
+                r.get(i)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let num = |i: usize| match r.get(i) {
+                Some(Value::Number(n)) => n.as_u64(),
+                Some(Value::String(s)) => s.parse().ok(),
+                _ => None,
+            };
+            Some(CatalogRow {
+                db: text(0),
+                rp: text(1),
+                duration_ns: num(2)?,
+                is_default: num(3)? as u8,
+                measurement: text(4),
+                field: text(5),
+                field_type: text(6),
+            })
+        })))
+    }
+
+    /// The pod whose own error answer `msg` reports (the engine quotes the URL it fetched).
+    fn answered_with_error(&self, msg: &str) -> Option<Peer> {
+        if !msg.contains("Received error from remote server") {
+            return None;
+        }
+        self.peers
+            .borrow()
+            .iter()
+            .find(|p| {
+                p.addr
+                    .is_some_and(|a| msg.contains(&format!("http://{a}/")))
+            })
+            .cloned()
+    }
+
+    /// The pods that did not answer: those `msg` names, or else those that do not answer a
+    /// ping now.
+    fn unreachable(&self, msg: &str) -> Vec<Peer> {
+        let peers = self.peers.borrow().clone();
+        let named: Vec<Peer> = peers
+            .iter()
+            .filter(|p| p.addr.is_some_and(|a| msg.contains(&a.to_string())))
+            .cloned()
+            .collect();
+        if !named.is_empty() {
+            return named;
+        }
+        peers.into_iter().filter(|p| !self.answers(p)).collect()
+    }
+
+    /// Whether `p` answers a ping now, within the connect timeout (a pod that accepts the
+    /// connection but does not answer, stopped or overloaded, counts as not answering).
+    fn answers(&self, p: &Peer) -> bool {
+        let Some(a) = p.addr else {
+            return false;
+        };
+        let wait = self.app.cfg.cluster.connect_timeout.as_secs_f64();
+        let sql = format!(
+            "SELECT raw FROM {} SETTINGS http_receive_timeout = {wait}",
+            cluster::url_sql(&[a], &Partial::Ping, "RawBLOB", "raw String", &self.token)
+        );
+        fetch_on(self.app, &Budget::new(1 << 16), Readers::Gather, &sql).is_ok_and(|rows| {
+            rows.rows
+                .first()
+                .and_then(|r| r.first())
+                .and_then(Value::as_str)
+                == Some("ok")
+        })
+    }
+
+    fn leave_out(&self, failed: Vec<Peer>, why: &str) -> Result<(), String> {
+        let names: Vec<String> = failed.iter().map(|p| p.name.clone()).collect();
+        let list = names.join(", ");
+        if !self.partial {
+            return Err(format!(
+                "pod {list} of the tenant did not answer ({why}); without it the answer would miss its data: retry, or add partial=true to accept an answer without it"
+            ));
+        }
+        self.peers.borrow_mut().retain(|p| !failed.contains(p));
+        if self.peers.borrow().is_empty() {
+            return Err(format!("no pod of the tenant answered ({why})"));
+        }
+        self.missing.borrow_mut().extend(names);
+        tracing::warn!(pods = %list, reason = why, "answering without pods that do not answer (partial=true)");
+        Ok(())
+    }
+}
+
+/// The columns of a `/sql` inner query as the pods describe it.
+const DESCRIBE_STRUCTURE: &str = "name String, type String, position UInt32";
+
+/// `/sql` across the tenant: `outer` reads every pod's answer to `inner` as the table
+/// `tenant` (on a pod that answers alone, its own answer). Both were checked by the guard;
+/// the pods check `inner` again. Returns the SQL and the pods left out (`partial`).
+pub fn tenant_sql(
+    app: &App,
+    inner: &str,
+    outer: &str,
+    partial: bool,
+) -> Result<(String, Vec<String>), String> {
+    let inner = inner.trim().trim_end_matches(';');
+    let outer = outer.trim().trim_end_matches(';').trim_end();
+    let (table, threads, missing) = match Gather::new(app, partial) {
+        None => (format!("({inner})"), 2, vec![]),
+        Some(g) => {
+            let budget = Budget::new(app.cfg.query.max_result_bytes.0);
+            let describe = Partial::DescribeSql { q: inner.into() };
+            let rows = g.fetch(&budget, &|u| {
+                format!(
+                    "SELECT name, any(type), min(position) AS p FROM {} GROUP BY name ORDER BY p",
+                    u.url(&describe, "JSONEachRow", DESCRIBE_STRUCTURE)
+                )
+            })?;
+            let structure = structure_of(&rows);
+            if structure.is_empty() {
+                // No pod can run it: this pod's engine says why.
+                let why = fetch_on(
+                    app,
+                    &budget,
+                    Readers::Local,
+                    &format!("SELECT * FROM ({inner}) LIMIT 0"),
+                )
+                .err()
+                .unwrap_or_else(|| "it returns no columns".into());
+                return Err(format!(
+                    "no pod of the tenant can run the inner query: {why}"
+                ));
+            }
+            let run = Partial::Sql { q: inner.into() };
+            let urls = g.urls();
+            let n = urls.addrs.len();
+            (
+                format!("(SELECT * FROM {})", urls.url(&run, "Native", &structure)),
+                n.max(2),
+                g.missing(),
+            )
+        }
+    };
+    let with = match outer.get(..5) {
+        Some(w) if w.eq_ignore_ascii_case("with ") => {
+            format!("WITH tenant AS {table}, {}", &outer[5..])
+        }
+        _ => format!("WITH tenant AS {table} {outer}"),
+    };
+    Ok((format!("{with} SETTINGS max_threads = {threads}"), missing))
+}
+
+/// `name type, ...` from rows `(name, type, ...)` (`DESCRIBE`'s first columns): the
+/// structure a `url()` reads the pods' partials with.
+pub(super) fn structure_of(rows: &Rows) -> String {
+    let cols: Vec<String> = rows
+        .rows
+        .iter()
+        .filter_map(|r| {
+            Some(format!(
+                "{} {}",
+                sluice_core::names::quote_ident(r.first()?.as_str()?),
+                r.get(1)?.as_str()?
+            ))
+        })
+        .collect();
+    cols.join(", ")
+}

@@ -1,0 +1,174 @@
+//! A pod's share of a gathering read: the SQL it runs over its own data for a [`Partial`]
+//! request. The gathering pod plans the same SQL to learn the columns it will receive
+//! (`DESCRIBE`), so both sides read the measurement through [`table_sql`] with the tenant's
+//! field types.
+
+use std::collections::BTreeMap;
+
+use sluice_core::names::{quote_ident, table_name};
+use sluice_influxql::{SelectStatement, Statement};
+
+use super::plan::{self, Mode};
+use super::{meta, Fields};
+use crate::app::App;
+use crate::catalog::ddl::chdb_type;
+use crate::cluster::Partial;
+
+/// The measurement's table as the tenant sees it: this pod's table when it has every field
+/// with the tenant's type; else a subquery over it that casts the fields whose type differs
+/// and adds the missing ones as `NULL`; and with no table at all, no rows of the same shape.
+/// Every pod's partial thus has the same columns whatever it was written.
+pub fn table_sql(app: &App, table: &str, fields: &Fields) -> String {
+    let local = app.ingest.catalog.table_fields(table);
+    let Some(local) = local else {
+        let cols: Vec<String> = fields
+            .iter()
+            .map(|(f, t)| {
+                format!(
+                    "CAST(NULL AS Nullable({})) AS {}",
+                    chdb_type(*t),
+                    quote_ident(f)
+                )
+            })
+            .collect();
+        let mut all = vec![
+            "toUInt64(0) AS series_id".to_string(),
+            "toDateTime64(0, 9, 'UTC') AS time".to_string(),
+        ];
+        all.extend(cols);
+        return format!("(SELECT {} WHERE 0)", all.join(", "));
+    };
+    if fields.iter().all(|(f, t)| local.get(f) == Some(t)) {
+        return quote_ident(table);
+    }
+    let mut cols = vec!["series_id".to_string(), "time".to_string()];
+    for (f, t) in fields {
+        let q = quote_ident(f);
+        cols.push(match local.get(f) {
+            Some(l) if l == t => q,
+            Some(_) => format!("CAST({q} AS Nullable({})) AS {q}", chdb_type(*t)),
+            None => format!("CAST(NULL AS Nullable({})) AS {q}", chdb_type(*t)),
+        });
+    }
+    format!("(SELECT {} FROM {})", cols.join(", "), quote_ident(table))
+}
+
+/// The statement `i` of `q`, which must be a `SELECT`.
+pub fn select_of(q: &str, i: usize) -> Result<SelectStatement, String> {
+    match sluice_influxql::parse(q)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .nth(i)
+    {
+        Some(Statement::Select(s)) => Ok(*s),
+        _ => Err(format!("statement {i} of the request is not a SELECT")),
+    }
+}
+
+/// One measurement of a `SELECT` as a pod's share; `None` when the statement reads none of
+/// its fields.
+#[allow(clippy::too_many_arguments)]
+pub fn select_sql(
+    app: &App,
+    sel: &SelectStatement,
+    db: &str,
+    rp: &str,
+    measurement: &str,
+    fields: &Fields,
+    tag_keys: &[String],
+    now: i64,
+) -> Result<Option<String>, String> {
+    let table = table_sql(app, &table_name(db, rp, measurement), fields);
+    let src = plan::Source {
+        db,
+        measurement,
+        table: &table,
+        fields,
+        tag_keys,
+    };
+    Ok(plan::plan(sel, &src, now, Mode::Partial)
+        .map_err(|e| e.to_string())?
+        .map(|p| p.sql))
+}
+
+/// The SQL a pod runs for `p`, in `Native`; `None` for requests that are not SQL.
+pub fn sql(app: &App, p: &Partial) -> Result<Option<String>, String> {
+    Ok(Some(match p {
+        Partial::Ping | Partial::Catalog | Partial::DescribeSql { .. } => return Ok(None),
+        Partial::Select {
+            q,
+            statement,
+            db,
+            rp,
+            measurement,
+            fields,
+            tag_keys,
+            now,
+        } => {
+            let sel = select_of(q, *statement)?;
+            let fields = typed(fields)?;
+            match select_sql(app, &sel, db, rp, measurement, &fields, tag_keys, *now)? {
+                Some(sql) => sql,
+                // The gathering pod would not have asked; an empty answer of no columns
+                // would not match what it expects, so say so.
+                None => return Err(format!("nothing to read from {measurement}")),
+            }
+        }
+        Partial::Series {
+            db,
+            measurement,
+            q,
+            statement,
+            now,
+        } => {
+            let filter = match (measurement, q) {
+                (Some(m), _) => format!(
+                    "db = {} AND measurement = {}",
+                    sluice_core::names::quote_str(db),
+                    sluice_core::names::quote_str(m)
+                ),
+                (None, Some(q)) => show_filter(q, *statement, db, *now)?,
+                (None, None) => format!("db = {}", sluice_core::names::quote_str(db)),
+            };
+            meta::partial_series_sql(&filter)
+        }
+        Partial::Sql { q } => q.clone(),
+    }))
+}
+
+/// The series filter of `SHOW` statement `i` of `q` in `db`.
+fn show_filter(q: &str, i: usize, db: &str, now: i64) -> Result<String, String> {
+    let statements = sluice_influxql::parse(q).map_err(|e| e.to_string())?;
+    let (sources, condition) = match statements.get(i) {
+        Some(Statement::ShowMeasurements(m)) => (
+            m.with_measurement.iter().cloned().collect::<Vec<_>>(),
+            m.condition.as_ref(),
+        ),
+        Some(Statement::ShowTagKeys(t)) => (t.sources.clone(), t.condition.as_ref()),
+        Some(Statement::ShowTagValues(t)) => (t.sources.clone(), t.condition.as_ref()),
+        Some(Statement::ShowSeries(s)) => (s.sources.clone(), s.condition.as_ref()),
+        Some(Statement::ShowMeasurementCardinality(c)) => (c.sources.clone(), c.condition.as_ref()),
+        Some(Statement::ShowSeriesCardinality(c)) => (c.sources.clone(), c.condition.as_ref()),
+        _ => return Err(format!("statement {i} of the request does not list series")),
+    };
+    meta::series_filter(db, &sources, condition, now).map_err(|e| e.to_string())
+}
+
+/// Field types by InfluxDB name, as a partial request carries them.
+pub fn type_names(fields: &Fields) -> BTreeMap<String, String> {
+    fields
+        .iter()
+        .map(|(f, t)| (f.clone(), meta::field_type_name(*t).to_string()))
+        .collect()
+}
+
+fn typed(fields: &BTreeMap<String, String>) -> Result<Fields, String> {
+    fields
+        .iter()
+        .map(|(f, t)| {
+            super::view::field_type_of(t)
+                .map(|t| (f.clone(), t))
+                .ok_or_else(|| format!("unknown field type {t:?}"))
+        })
+        .collect()
+}

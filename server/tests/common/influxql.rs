@@ -1,0 +1,166 @@
+//! What the InfluxQL tests share: a small data set (`cpu` and `mem` in database `g`) and the
+//! `/query` requests Grafana's InfluxDB data source sends over it, compared as JSON.
+
+use serde_json::Value;
+
+use super::Resp;
+
+/// 2020-08-01T00:00:00Z, in seconds.
+pub const T0: i64 = 1_596_240_000;
+
+/// Points of database `g`: `cpu` (hosts h1-h3, h3 without `dc`; float `value`, integer `n`;
+/// every 10 s for 10 minutes, with holes: h1 has nothing in minute 4, h2 skips every seventh
+/// point) and `mem` (h1 only; integer `used`, float `free`).
+pub fn points() -> String {
+    let mut lines = Vec::new();
+    for i in 0..60i64 {
+        let t = T0 + i * 10;
+        for (h, dc) in [("h1", Some("a")), ("h2", Some("b")), ("h3", None)] {
+            if (h == "h1" && (24..30).contains(&i)) || (h == "h2" && i % 7 == 3) {
+                continue;
+            }
+            let tags = match dc {
+                Some(dc) => format!("dc={dc},host={h}"),
+                None => format!("host={h}"),
+            };
+            let hv = h.as_bytes()[1] as i64 - b'0' as i64;
+            let value = (i * 37 + hv * 11) % 100;
+            lines.push(format!(
+                "cpu,{tags} value={}.{},n={}i {t}",
+                value,
+                (i * hv) % 10,
+                i % 5 + hv
+            ));
+        }
+        if i % 2 == 0 {
+            lines.push(format!(
+                "mem,host=h1 used={}i,free={}.25 {t}",
+                1000 + i,
+                50 - i / 2
+            ));
+        }
+    }
+    lines.join("\n")
+}
+
+pub fn ms(s: i64) -> String {
+    format!("{}ms", s * 1000)
+}
+
+/// The queries compared, each run with `db=g&epoch=ms` (as Grafana sends them).
+pub fn queries() -> Vec<String> {
+    let range = format!("time >= {} and time <= {}", ms(T0), ms(T0 + 599));
+    let wide = format!("time >= {} and time <= {}", ms(T0 - 120), ms(T0 + 719));
+    let mut q = vec![
+        "SHOW MEASUREMENTS".to_string(),
+        "SHOW MEASUREMENTS WITH MEASUREMENT =~ /(?i)CP/ LIMIT 100".into(),
+        "SHOW MEASUREMENTS WHERE \"dc\" = 'a'".into(),
+        "SHOW TAG KEYS".into(),
+        "SHOW TAG KEYS FROM \"cpu\"".into(),
+        "SHOW TAG VALUES FROM \"cpu\" WITH KEY = \"host\"".into(),
+        "SHOW TAG VALUES WITH KEY IN (\"host\", \"dc\")".into(),
+        "SHOW TAG VALUES FROM \"cpu\" WITH KEY = \"host\" WHERE \"dc\" = 'b'".into(),
+        "SHOW TAG VALUES FROM \"cpu\" WITH KEY =~ /^h/".into(),
+        "SHOW FIELD KEYS".into(),
+        "SHOW FIELD KEYS FROM \"cpu\"".into(),
+        "SHOW RETENTION POLICIES on \"g\"".into(),
+        "SHOW DATABASES".into(),
+        "SHOW SERIES FROM \"cpu\"".into(),
+        "SELECT FROM cpu".into(),
+        "SELECT mean(\"value\") FROM \"nosuch\"".into(),
+    ];
+    for agg in [
+        "mean", "max", "min", "sum", "count", "first", "last", "spread", "median", "stddev",
+    ] {
+        q.push(format!(
+            "SELECT {agg}(\"value\") FROM \"autogen\".\"cpu\" WHERE {range} GROUP BY time(1m) fill(null)"
+        ));
+    }
+    q.extend([
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\" fill(none)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {wide} GROUP BY time(1m), \"host\" fill(null)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {wide} GROUP BY time(1m), \"host\" fill(0)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(1m) fill(previous)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(1m) fill(linear)"),
+        format!("SELECT max(\"value\"), min(\"value\") FROM \"cpu\" WHERE (\"host\" = 'h1' OR \"host\" = 'h2') AND {range} GROUP BY time(2m)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"host\" =~ /^h[12]$/ AND {range} GROUP BY time(5m), \"dc\""),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"dc\" != 'a' AND {range} GROUP BY time(5m)"),
+        format!("SELECT mean(\"value\") / 100 AS \"pct\" FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT percentile(\"value\", 90) FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT count(distinct(\"n\")) FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range}"),
+        format!("SELECT last(\"value\") FROM \"cpu\" WHERE {range}"),
+        format!("SELECT max(\"value\") FROM \"cpu\" WHERE {range} GROUP BY \"host\""),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(5m), * fill(none)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(5m), \"host\" fill(none) SLIMIT 1"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\" fill(none) LIMIT 2"),
+        format!("SELECT \"value\" FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 5"),
+        format!("SELECT \"value\", \"host\" FROM \"cpu\" WHERE {range} ORDER BY time DESC LIMIT 4"),
+        format!("SELECT * FROM \"mem\" WHERE {range} LIMIT 3"),
+        format!("SELECT \"used\" + 1 FROM \"mem\" WHERE {range} LIMIT 3"),
+        format!("SELECT mean(\"used\") FROM \"mem\" WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT mean(\"value\") FROM /^(cpu|mem)$/ WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT mean(*) FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\" fill(null) ORDER BY time DESC LIMIT 3"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m, 15s) fill(none)"),
+        format!("SELECT count(\"value\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(1m) fill(none)"),
+        // One most frequent value per bucket: on a tie InfluxDB's pick depends on its sort.
+        format!("SELECT mode(\"n\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} GROUP BY time(1m)"),
+        format!("SELECT \"value\" FROM \"cpu\" WHERE {range} GROUP BY \"host\" ORDER BY time DESC LIMIT 2"),
+        format!("SELECT \"value\" FROM \"cpu\" WHERE \"host\" !~ /h1/ AND \"value\" > 50 AND {range} LIMIT 3"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(5m), /d/ fill(none)"),
+        format!("SHOW DATABASES; SELECT max(\"value\") FROM \"cpu\" WHERE {range}"),
+        format!("SELECT non_negative_derivative(mean(\"value\"), 1s) FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\" fill(null)"),
+        format!("SELECT derivative(mean(\"value\")) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT difference(max(\"value\")) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT non_negative_difference(max(\"value\")) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT cumulative_sum(count(\"value\")) FROM \"cpu\" WHERE {wide} GROUP BY time(1m)"),
+        format!("SELECT moving_average(mean(\"value\"), 3) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT derivative(\"value\", 1s) FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 5"),
+        format!("SELECT non_negative_derivative(\"value\") FROM \"cpu\" WHERE \"host\" = 'h2' AND {range} LIMIT 5"),
+        format!("SELECT difference(\"n\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 5"),
+        format!("SELECT elapsed(\"value\", 10s) FROM \"cpu\" WHERE \"host\" = 'h2' AND {range} LIMIT 8"),
+        format!("SELECT cumulative_sum(\"n\") FROM \"cpu\" WHERE \"host\" = 'h3' AND {range} LIMIT 5"),
+        format!("SELECT moving_average(\"value\", 3) FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 5"),
+        format!("SELECT derivative(\"value\") FROM \"cpu\" WHERE {range} GROUP BY \"host\" LIMIT 3"),
+        format!("SELECT \"value\" FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT derivative(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE time >= {} and time <= {} GROUP BY time(1d) tz('Europe/Paris')", ms(T0 - 86400), ms(T0 + 86400)),
+        format!("SELECT count(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1h) fill(none) tz('Asia/Kolkata')"),
+        format!("SELECT max(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(5m) tz('America/New_York')"),
+        format!("select mean(\"value\") from \"g\".\"autogen\".\"cpu\" where {range} group by time(5m) order by time desc limit 1"),
+        format!("SELECT mean(\"value\") FROM \"g\"..\"cpu\" WHERE {range} GROUP BY time(5m) SLIMIT 1 SOFFSET 0"),
+        format!("SELECT \"value\"::field, \"host\"::tag FROM \"cpu\" WHERE \"host\" = 'h3' AND {range} LIMIT 2 OFFSET 3"),
+    ]);
+    q
+}
+
+/// Equal JSON, numbers within 1e-9 relative.
+pub fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (
+                x.as_f64().unwrap_or(f64::NAN),
+                y.as_f64().unwrap_or(f64::NAN),
+            );
+            x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs())
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+pub fn get(base: &dyn Fn(&str) -> Resp, q: &str) -> (u16, Value) {
+    let path = format!(
+        "/query?{}",
+        serde_urlencoded::to_string([("db", "g"), ("epoch", "ms"), ("q", q)]).expect("encode")
+    );
+    let r = base(&path);
+    let v = serde_json::from_str(r.body.trim()).unwrap_or(Value::String(r.body.clone()));
+    (r.status, v)
+}

@@ -1,0 +1,390 @@
+//! Reads across a tenant's pods, with several real server processes on 127.0.0.1: the same
+//! points written to one server, and spread at random over three that know each other, must
+//! give the same `/query` answers through any of the three; and the ways a tenant's pods can
+//! fail a read (a pod down, a slow pod, a pod that answers with an error, a measurement only
+//! some pods have, field types that differ between pods, several pods gathering at once).
+
+mod common;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use common::influxql::{get, points, queries, same};
+use common::Server;
+use serde_json::Value;
+
+const TOKEN: &str = "tenant-secret";
+
+/// Three servers that gather from each other through a peer file (as the operator mounts
+/// it), with `env` added.
+struct Tenant {
+    pods: Vec<Server>,
+    peers_file: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tenant {
+    fn start(n: usize, env: &[(&str, &str)]) -> Tenant {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let peers_file = dir.path().join("peers");
+        let file = peers_file.display().to_string();
+        let mut all: Vec<(&str, &str)> = vec![
+            ("SLUICE_CLUSTER_PEERS_FILE", &file),
+            ("SLUICE_CLUSTER_TOKEN", TOKEN),
+        ];
+        all.extend_from_slice(env);
+        let pods: Vec<Server> = (0..n).map(|_| Server::start(&all)).collect();
+        let t = Tenant {
+            pods,
+            peers_file,
+            _dir: dir,
+        };
+        t.set_peers(&t.addresses());
+        t
+    }
+
+    fn addresses(&self) -> Vec<String> {
+        self.pods
+            .iter()
+            .map(|p| p.url.trim_start_matches("http://").to_string())
+            .collect()
+    }
+
+    fn set_peers(&self, peers: &[String]) {
+        let tmp = self.peers_file.with_extension("tmp");
+        let mut f = std::fs::File::create(&tmp).expect("peer file");
+        writeln!(f, "{}", peers.join("\n")).expect("write peer file");
+        drop(f);
+        std::fs::rename(&tmp, &self.peers_file).expect("replace peer file");
+    }
+}
+
+fn query(pod: &Server, params: &str, q: &str) -> (u16, Value, Option<String>) {
+    let path = format!(
+        "/query?{params}&{}",
+        serde_urlencoded::to_string([("q", q)]).expect("encode")
+    );
+    let r = pod.request("GET", &path, &[], b"");
+    let v = serde_json::from_str(r.body.trim()).unwrap_or(Value::String(r.body.clone()));
+    (
+        r.status,
+        v,
+        r.header("X-Sluice-Partial").map(str::to_string),
+    )
+}
+
+fn count_cpu(pod: &Server, params: &str) -> (Value, Option<String>) {
+    let (status, v, partial) = query(
+        pod,
+        &format!("db=g&{params}"),
+        "SELECT count(\"value\") FROM cpu",
+    );
+    assert_eq!(status, 200, "{v}");
+    (v, partial)
+}
+
+/// Waits until the three pods together hold `n` points of `table`.
+fn wait_total(t: &Tenant, table: &str, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let total: usize = t
+            .pods
+            .iter()
+            .map(|p| {
+                let r = p.request(
+                    "POST",
+                    "/sql",
+                    &[],
+                    format!("SELECT count() FROM {table} FORMAT TSV").as_bytes(),
+                );
+                r.body.trim().parse::<usize>().unwrap_or(0)
+            })
+            .sum();
+        if total == n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{table}: {total} of {n} points flushed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The test's seed, printed, so a failure can be run again with the same spread.
+fn seed() -> u64 {
+    let seed = common::test_seed();
+    println!("seed {seed} (SLUICE_TEST_SEED={seed} repeats this spread)");
+    seed
+}
+
+/// xorshift64*: enough to spread lines, and the same for a seed on every machine.
+fn next(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+#[test]
+fn three_pods_answer_every_query_as_one_pod_holding_everything() {
+    let one = Server::start(&[]);
+    let tenant = Tenant::start(3, &[]);
+    let body = points();
+    let w = one.write("db=g&precision=s", &body);
+    assert_eq!(w.status, 204, "{}", w.body);
+    // Spread at random, as the tenant's Service spreads writes: a series lands on several
+    // pods, and a pod may hold none of a measurement.
+    let mut state = seed().max(1);
+    let mut parts = vec![Vec::new(); 3];
+    for line in body.lines() {
+        parts[(next(&mut state) % 3) as usize].push(line);
+    }
+    for (pod, lines) in tenant.pods.iter().zip(&parts) {
+        if !lines.is_empty() {
+            let w = pod.write("db=g&precision=s", &lines.join("\n"));
+            assert_eq!(w.status, 204, "{}", w.body);
+        }
+    }
+    let cpu = body.lines().filter(|l| l.starts_with("cpu")).count();
+    let mem = body.lines().filter(|l| l.starts_with("mem")).count();
+    one.wait_sql("SELECT count() FROM g_autogen_cpu", &cpu.to_string());
+    one.wait_sql("SELECT count() FROM g_autogen_mem", &mem.to_string());
+    wait_total(&tenant, "g_autogen_cpu", cpu);
+    wait_total(&tenant, "g_autogen_mem", mem);
+
+    let mut failures = Vec::new();
+    let all = queries();
+    for (i, q) in all.iter().enumerate() {
+        let want = get(&|p| one.request("GET", p, &[], b""), q);
+        // Every pod coordinates some of the queries.
+        let pod = &tenant.pods[i % 3];
+        let got = get(&|p| pod.request("GET", p, &[], b""), q);
+        if want.0 != got.0 || !same(&want.1, &got.1) {
+            failures.push(format!(
+                "{q}\n    one pod:    {} {}\n    three pods: {} {}",
+                want.0, want.1, got.0, got.1
+            ));
+        }
+    }
+    println!(
+        "{} of {} queries answered the same",
+        all.len() - failures.len(),
+        all.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // /sql: an inner query on every pod, an outer one over their answers.
+    let r = tenant.pods[1].request(
+        "POST",
+        "/sql",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        serde_urlencoded::to_string([
+            ("inner", "SELECT count() AS c FROM g_autogen_cpu"),
+            ("q", "SELECT sum(c) FROM tenant FORMAT TSV"),
+        ])
+        .expect("encode")
+        .as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body.trim(), cpu.to_string());
+    assert_eq!(r.header("X-Sluice-Scope"), Some("tenant"));
+    let r = tenant.pods[1].request("POST", "/sql", &[], b"SELECT 1 FORMAT TSV");
+    assert_eq!(r.header("X-Sluice-Scope"), Some("local"));
+}
+
+#[test]
+fn pods_that_hold_different_things_still_answer_together() {
+    let tenant = Tenant::start(3, &[]);
+    let [a, b, c] = [&tenant.pods[0], &tenant.pods[1], &tenant.pods[2]];
+    // `only` exists on one pod; `mixed.v` is an integer on one pod and a float on another;
+    // `clash.s` is a string on one pod and a number on another.
+    assert_eq!(
+        a.write(
+            "db=d",
+            "only,host=x v=2 1000000000\nmixed v=1i 1000000000\nclash s=\"x\" 1"
+        )
+        .status,
+        204
+    );
+    assert_eq!(
+        b.write("db=d", "mixed v=2.5 2000000000\nclash s=1 1")
+            .status,
+        204
+    );
+    assert_eq!(c.write("db=e", "other v=1 1").status, 204);
+    wait_total(&tenant, "d_autogen_only", 1);
+    wait_total(&tenant, "d_autogen_mixed", 2);
+    wait_total(&tenant, "d_autogen_clash", 2);
+    wait_total(&tenant, "e_autogen_other", 1);
+
+    let (s, v, _) = query(c, "db=d", "SELECT sum(v), count(v) FROM only");
+    assert_eq!(s, 200);
+    assert_eq!(v["results"][0]["series"][0]["values"][0][1], 2.0, "{v}");
+    let (_, v, _) = query(c, "db=d", "SELECT sum(v) FROM mixed");
+    assert_eq!(v["results"][0]["series"][0]["values"][0][1], 3.5, "{v}");
+    let (_, v, _) = query(a, "db=d", "SHOW FIELD KEYS FROM mixed");
+    assert_eq!(
+        v["results"][0]["series"][0]["values"][0],
+        serde_json::json!(["v", "float"]),
+        "{v}"
+    );
+    let (_, v, _) = query(a, "db=d", "SELECT * FROM clash");
+    let err = v["results"][0]["error"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("field type conflict") && err.contains("s of measurement clash"),
+        "{v}"
+    );
+    // A database written through one pod exists for the whole tenant.
+    let (_, v, _) = query(a, "", "SHOW DATABASES");
+    let dbs = v["results"][0]["series"][0]["values"].to_string();
+    assert!(dbs.contains("\"d\"") && dbs.contains("\"e\""), "{v}");
+    let (_, v, _) = query(a, "db=e", "SELECT v FROM other");
+    assert_eq!(v["results"][0]["series"][0]["values"][0][1], 1.0, "{v}");
+}
+
+#[test]
+fn a_pod_that_does_not_answer_is_named_unless_partial_answers_are_asked_for() {
+    let mut tenant = Tenant::start(3, &[("SLUICE_CLUSTER_RECEIVE_TIMEOUT", "2s")]);
+    let lines: Vec<String> = (0..300)
+        .map(|i| format!("cpu,host=h{} value={i} {}", i % 7, 1_600_000_000 + i))
+        .collect();
+    for (i, pod) in tenant.pods.iter().enumerate() {
+        let part: Vec<&str> = lines[i * 100..(i + 1) * 100]
+            .iter()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(pod.write("db=g&precision=s", &part.join("\n")).status, 204);
+    }
+    wait_total(&tenant, "g_autogen_cpu", 300);
+    let (v, partial) = count_cpu(&tenant.pods[0], "");
+    assert_eq!(v["results"][0]["series"][0]["values"][0][1], 300, "{v}");
+    assert_eq!(partial, None);
+
+    // Several pods gathering at once, each from all the others: a gathering read holds one
+    // of its pod's gathering connections while its share runs on each pod's local ones, so
+    // none waits on another's.
+    let handles: Vec<_> = (0..6)
+        .map(|i| {
+            let url = tenant.pods[i % 3].url.clone();
+            std::thread::spawn(move || {
+                let mut totals = Vec::new();
+                for _ in 0..10 {
+                    let r = ureq::get(&format!(
+                        "{url}/query?db=g&q=SELECT%20count(value)%20FROM%20cpu%20GROUP%20BY%20host"
+                    ))
+                    .timeout(Duration::from_secs(60))
+                    .call();
+                    let body = r
+                        .map(|r| r.into_string().unwrap_or_default())
+                        .unwrap_or_else(|e| e.to_string());
+                    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                    let total: i64 = v["results"][0]["series"]
+                        .as_array()
+                        .map(|s| {
+                            s.iter()
+                                .map(|s| s["values"][0][1].as_i64().unwrap_or(0))
+                                .sum()
+                        })
+                        .unwrap_or(-1);
+                    totals.push((total, body));
+                }
+                totals
+            })
+        })
+        .collect();
+    for h in handles {
+        for (total, body) in h.join().expect("reader thread") {
+            assert_eq!(total, 300, "{body}");
+        }
+    }
+
+    // A stopped pod (it accepts connections and never answers) is a slow pod.
+    let stopped = tenant.pods[2].pid().expect("running");
+    let stopped_name = tenant.addresses()[2].clone();
+    let signal = |sig: &str| {
+        std::process::Command::new("kill")
+            .args([sig, &stopped.to_string()])
+            .status()
+            .expect("kill")
+    };
+    signal("-STOP");
+    let started = Instant::now();
+    let (v, _) = count_cpu(&tenant.pods[0], "");
+    let err = v["results"][0]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        err.contains(&stopped_name) && err.contains("partial=true"),
+        "{v}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    let (v, partial) = count_cpu(&tenant.pods[0], "partial=true");
+    signal("-CONT");
+    assert_eq!(v["results"][0]["series"][0]["values"][0][1], 200, "{v}");
+    assert_eq!(partial.as_deref(), Some(stopped_name.as_str()));
+    let warning = v["results"][0]["messages"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(warning.contains(&stopped_name), "{v}");
+
+    // A pod that is down.
+    tenant.pods[2].kill();
+    let (v, _) = count_cpu(&tenant.pods[1], "");
+    let err = v["results"][0]["error"].as_str().unwrap_or_default();
+    assert!(err.contains(&stopped_name), "{v}");
+    let (v, partial) = count_cpu(&tenant.pods[1], "partial=true");
+    assert_eq!(v["results"][0]["series"][0]["values"][0][1], 200, "{v}");
+    assert!(partial.is_some());
+
+    // A pod that answers with an error (here 404: it was not given the tenant's token) is
+    // never left out silently, not even with partial=true.
+    let stranger = Server::start(&[]);
+    let mut peers = tenant.addresses()[..2].to_vec();
+    peers.push(stranger.url.trim_start_matches("http://").to_string());
+    tenant.set_peers(&peers);
+    for params in ["", "partial=true"] {
+        let (v, _) = count_cpu(&tenant.pods[0], params);
+        let err = v["results"][0]["error"].as_str().unwrap_or_default();
+        assert!(
+            err.contains("answered with an error") && err.contains("404"),
+            "{params}: {v}"
+        );
+    }
+
+    // The internal endpoint: only for the tenant's pods, and never run twice by a HEAD.
+    let pod = &tenant.pods[0];
+    assert_eq!(
+        pod.request(
+            "GET",
+            "/internal/v1/partial?p=eyJraW5kIjoicGluZyJ9",
+            &[],
+            b""
+        )
+        .status,
+        401
+    );
+    let auth = format!("Bearer {TOKEN}");
+    let ok = pod.request(
+        "GET",
+        "/internal/v1/partial?p=eyJraW5kIjoicGluZyJ9",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_eq!((ok.status, ok.body.as_str()), (200, "ok"));
+    assert_eq!(
+        pod.request(
+            "HEAD",
+            "/internal/v1/partial?p=eyJraW5kIjoicGluZyJ9",
+            &[("Authorization", &auth)],
+            b""
+        )
+        .status,
+        405
+    );
+}
