@@ -344,18 +344,36 @@ def wait_tenant_ready(timeout=300, replicas=None):
     return wait_for(f"tenant {TENANT} Ready", lambda: tenant_ready(replicas), timeout, interval=2)
 
 
+def tenant_sql(inner, outer, base=None):
+    """/sql across the tenant, through its Service (or the pod at `base`): `inner` runs on every
+    pod, `outer` reads their answers as the table `tenant`. The answer must say it read the whole
+    tenant."""
+    body = urllib.parse.urlencode({"inner": inner, "q": outer + " FORMAT JSON"}).encode()
+    base = base or ACC.service()
+    u = urllib.parse.urlsplit(base)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        c.request("POST", "/sql", body=body, headers={"Content-Type": "application/x-www-form-urlencoded"})
+        r = c.getresponse()
+        status, text, scope = r.status, r.read(), r.getheader("X-Sluice-Scope")
+    except (OSError, http.client.HTTPException) as e:
+        ACC.refresh(base)
+        raise Fail(f"/sql across the tenant: {e}")
+    finally:
+        c.close()
+    if status != 200:
+        raise Fail(f"/sql inner={inner!r} q={outer!r} answered {status}: {text[:300]!r}")
+    if scope != "tenant":
+        raise Fail(f"/sql with inner answered X-Sluice-Scope {scope!r}, not 'tenant'")
+    return json.loads(text)["data"]
+
+
 def count_by_batch(table):
-    """{batch: rows} over every ready pod of the tenant (a read does not fan out across pods)."""
-    total = {}
-    for p in tenant_pods():
-        if not pod_ready(p):
-            raise Fail(f"{p['metadata']['name']} is not ready")
-        base = ACC.pod(p)
-        if table not in tables(base):
-            continue
-        for r in sql_rows(base, f"SELECT b, count() AS n FROM {table} GROUP BY b"):
-            total[int(r["b"])] = total.get(int(r["b"]), 0) + int(r["n"])
-    return total
+    """{batch: rows} over the whole tenant: one read through the Service, which every pod answers
+    its share of."""
+    rows = tenant_sql(f"SELECT b, count() AS n FROM {table} GROUP BY b",
+                      "SELECT b, sum(n) AS n FROM tenant GROUP BY b")
+    return {int(r["b"]): int(r["n"]) for r in rows}
 
 
 class Writer(threading.Thread):
@@ -711,10 +729,17 @@ def add_database_and_retention_policy():
     want = {"metrics_autogen_cpu", "metrics_short_cpu", f"{DB}_week_cpu"}
     for name, base in written.items():
         wait_for(f"tables on {name}", lambda: want <= tables(base) or None, 60)
-        st, body = req("GET", base, "/query?q=" + urllib.parse.quote("SHOW RETENTION POLICIES ON metrics"))
-        names = [v[0] for v in json.loads(body)["results"][0]["series"][0]["values"]]
-        if st != 200 or sorted(names) != ["autogen", "short"]:
-            raise Fail(f"SHOW RETENTION POLICIES ON metrics: {st} {body[:300]!r}")
+
+        def policies():
+            st, body = req("GET", base, "/query?q=" + urllib.parse.quote("SHOW RETENTION POLICIES ON metrics"))
+            res = json.loads(body)["results"][0] if st == 200 else {}
+            names = [v[0] for s in res.get("series", []) for v in s["values"]]
+            if st != 200 or sorted(names) != ["autogen", "short"]:
+                raise Fail(f"SHOW RETENTION POLICIES ON metrics: {st} {body[:300]!r}")
+            return names
+        # The rollout gave both pods new addresses: a pod reaches the other by name once the
+        # cluster DNS has forgotten the old one (CoreDNS caches up to 30 s).
+        wait_for(f"SHOW RETENTION POLICIES through {name}", policies, 90, interval=2)
     return f"tables {sorted(want)} on {len(written)} pods; SHOW RETENTION POLICIES lists autogen, short"
 
 
@@ -828,7 +853,10 @@ def grafana_queries_through_the_service():
             raise Fail(f"{q}: {res['error']}")
         return res.get("series", [])
 
-    names = {v[0] for s in influxql("SHOW MEASUREMENTS") for v in s["values"]}
+    # A scale-down reaches the remaining pod's peer list when the kubelet refreshes it (about a
+    # minute): until then its reads name the pod that is gone.
+    names = wait_for("reads without the removed pod", lambda: {
+        v[0] for s in influxql("SHOW MEASUREMENTS") for v in s["values"]}, 150, interval=3)
     if not {"lp", "mp"} <= names:
         raise Fail(f"SHOW MEASUREMENTS: {sorted(names)}")
     hosts = [v[1] for s in influxql('SHOW TAG VALUES FROM "lp" WITH KEY = "host"') for v in s["values"]]
@@ -843,6 +871,72 @@ def grafana_queries_through_the_service():
     if counts != {f"h{i}": 100 for i in range(10)}:
         raise Fail(f"count per host: {counts}")
     return "SHOW MEASUREMENTS, SHOW TAG VALUES (11 hosts), count 1000 / sum 499500, 100 per host per GROUP BY time(1h), host"
+
+
+@scenario
+def three_replicas_read_as_one():
+    """Scale to 3 replicas, write through the Service (spread over the pods), then read through
+    the Service: /sql across the tenant and Grafana-shaped InfluxQL see every point exactly once,
+    whichever pod answers; then back to 1 replica."""
+    k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=3")
+    wait_tenant_ready(timeout=300, replicas=3)
+    w = Writer("spread", size=100, pause=0.01)
+    w.start()
+    wait_for("acknowledged writes", lambda: len(w.acked) >= 300, 120)
+    w.stop()
+    # A running pod learns the new peer list when the kubelet refreshes its ConfigMap volume
+    # (about a minute): until then its reads miss the new pods, and verify() waits for that.
+    verified = w.verify(timeout=240)
+    counts = count_by_batch(w.table)
+    total = sum(counts.values())
+    per_pod = {}
+    for p in tenant_pods():
+        base = ACC.pod(p)
+        per_pod[p["metadata"]["name"]] = (int(sql_rows(base, f"SELECT count() AS c FROM {w.table}")[0]["c"])
+                                         if w.table in tables(base) else 0)
+    if sum(per_pod.values()) != total or sum(1 for n in per_pod.values() if n) < 2:
+        raise Fail(f"the points are not spread over the pods as the fan-out says: {per_pod}, total {total}")
+
+    def every_pod_reads_all():
+        seen = {p["metadata"]["name"]: int(tenant_sql(f"SELECT count() AS c FROM {w.table}",
+                                                       "SELECT sum(c) AS c FROM tenant", ACC.pod(p))[0]["c"])
+                for p in tenant_pods()}
+        if set(seen.values()) != {total}:
+            raise Fail(f"reads through each pod: {seen}, want {total}")
+        return seen
+    # The pod that was running learns of the two new ones when the kubelet refreshes its peer list.
+    wait_for("every pod to read the whole tenant", every_pod_reads_all, 150, interval=3)
+    svc = ACC.service()
+
+    def influxql(q):
+        st, body = req("GET", svc, "/query?" + urllib.parse.urlencode({"db": DB, "epoch": "ms", "q": q}))
+        if st != 200:
+            raise Fail(f"{q}: {st} {body[:300]!r}")
+        res = json.loads(body)["results"][0]
+        if "error" in res:
+            raise Fail(f"{q}: {res['error']}")
+        return res.get("series", [])
+    for _ in range(6):  # the Service picks a pod per connection: several coordinators answer
+        row = influxql('SELECT count("i"), sum("i") FROM "spread" WHERE time > now() - 1d')[0]["values"][0]
+        # Every batch present is whole (verify() checked it): i runs 0..size-1 in each.
+        want_sum = len(counts) * w.size * (w.size - 1) // 2
+        if row[1:] != [total, want_sum]:
+            raise Fail(f"InfluxQL count and sum through the Service: {row[1:]}, want {[total, want_sum]}")
+        per = influxql('SELECT count("i") FROM "spread" WHERE time > now() - 1d GROUP BY time(1h), "w" fill(none)')
+        if sum(v[1] for s in per for v in s["values"]) != total:
+            raise Fail(f"per-bucket counts do not add up to {total}: {per}")
+    names = {v[0] for s in influxql("SHOW MEASUREMENTS") for v in s["values"]}
+    if "spread" not in names:
+        raise Fail(f"SHOW MEASUREMENTS: {sorted(names)}")
+    k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=1")
+    wait_for("one pod left", lambda: len(tenant_pods()) == 1, 180, interval=2)
+    wait_tenant_ready(timeout=180, replicas=1)
+    # Until the kubelet refreshes its peer list, the remaining pod's reads name the pods that
+    # are gone; the next scenarios read across the tenant again.
+    wait_for("reads with one pod", lambda: tenant_sql(f"SELECT count() AS c FROM {w.table}",
+                                                      "SELECT sum(c) AS c FROM tenant"), 150, interval=3)
+    return (f"{verified}; spread over the pods as {per_pod}; InfluxQL count {total} through the "
+            f"Service six times; back to 1 replica")
 
 
 @scenario

@@ -28,7 +28,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::crd::{IngestTenant, ReclaimPolicy};
 use crate::validate::{
-    ValidTenant, CONFIG_DIR, CONFIG_FILE, DATA_DIR, HTTP_PORT, TOKENS_DIR, TOKENS_FILE,
+    ValidTenant, CLUSTER_DIR, CLUSTER_TOKEN_FILE, CONFIG_DIR, CONFIG_FILE, DATA_DIR, HTTP_PORT,
+    PEERS_DIR, PEERS_FILE, TOKENS_DIR, TOKENS_FILE,
 };
 
 /// Pod-template annotation holding the configuration hash: a new hash is a new pod template,
@@ -52,6 +53,7 @@ pub const DATA_VOLUME: &str = "data";
 #[derive(Debug, Clone, PartialEq)]
 pub struct TenantObjects {
     pub config_map: ConfigMap,
+    pub peers_config_map: ConfigMap,
     pub headless_service: Service,
     pub client_service: Service,
     pub stateful_set: StatefulSet,
@@ -70,6 +72,14 @@ pub fn config_map_name(tenant: &str) -> String {
 }
 pub fn headless_service_name(tenant: &str) -> String {
     format!("{tenant}-headless")
+}
+pub fn peers_config_map_name(tenant: &str) -> String {
+    format!("{tenant}-peers")
+}
+/// The Secret holding the token the tenant's pods present to each other; created once by the
+/// operator with a random token (see `controller::ensure_cluster_secret`).
+pub fn cluster_secret_name(tenant: &str) -> String {
+    format!("{tenant}-cluster")
 }
 
 /// Labels that select a tenant's pods (and PVCs). Never change them: a StatefulSet's selector
@@ -125,6 +135,7 @@ fn meta(v: &ValidTenant, name: String) -> ObjectMeta {
 pub fn build(v: &ValidTenant, observed: &Observed) -> TenantObjects {
     TenantObjects {
         config_map: config_map(v),
+        peers_config_map: peers_config_map(v),
         headless_service: headless_service(v),
         client_service: client_service(v),
         stateful_set: stateful_set(v, observed),
@@ -144,6 +155,26 @@ pub fn config_map(v: &ValidTenant) -> ConfigMap {
         data: Some(BTreeMap::from([(
             CONFIG_FILE.to_string(),
             v.config_toml.clone(),
+        )])),
+        ..Default::default()
+    }
+}
+
+/// The tenant's pods, one `host:port` per line, by their stable names under the headless
+/// Service (`<tenant>-<i>.<tenant>-headless.<namespace>.svc`): a read through any pod gathers
+/// from all of these. It is not part of the configuration hash, and the server reads it
+/// again when the kubelet updates the mounted file, so a new replica count reaches running
+/// pods without restarting them (within the kubelet's sync period, about a minute).
+pub fn peers_config_map(v: &ValidTenant) -> ConfigMap {
+    let headless = headless_service_name(&v.name);
+    let peers: Vec<String> = (0..v.replicas.max(0))
+        .map(|i| format!("{}-{i}.{headless}.{}.svc:{HTTP_PORT}", v.name, v.namespace))
+        .collect();
+    ConfigMap {
+        metadata: meta(v, peers_config_map_name(&v.name)),
+        data: Some(BTreeMap::from([(
+            PEERS_FILE.to_string(),
+            format!("{}\n", peers.join("\n")),
         )])),
         ..Default::default()
     }
@@ -283,6 +314,18 @@ pub fn stateful_set(v: &ValidTenant, observed: &Observed) -> StatefulSet {
             mount_path: "/tmp".into(),
             ..Default::default()
         },
+        VolumeMount {
+            name: "peers".into(),
+            mount_path: PEERS_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        },
+        VolumeMount {
+            name: "cluster".into(),
+            mount_path: CLUSTER_DIR.into(),
+            read_only: Some(true),
+            ..Default::default()
+        },
     ];
     let mut volumes = vec![
         Volume {
@@ -298,6 +341,29 @@ pub fn stateful_set(v: &ValidTenant, observed: &Observed) -> StatefulSet {
             name: "tmp".into(),
             empty_dir: Some(EmptyDirVolumeSource {
                 size_limit: Some(Quantity("1Gi".into())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        Volume {
+            name: "peers".into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: peers_config_map_name(&v.name),
+                default_mode: Some(0o444),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        Volume {
+            name: "cluster".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(cluster_secret_name(&v.name)),
+                items: Some(vec![KeyToPath {
+                    key: CLUSTER_TOKEN_FILE.into(),
+                    path: CLUSTER_TOKEN_FILE.into(),
+                    ..Default::default()
+                }]),
+                default_mode: Some(0o440),
                 ..Default::default()
             }),
             ..Default::default()
@@ -512,6 +578,7 @@ mod tests {
         let o = build(&v, &Observed::default());
         let metas = [
             &o.config_map.metadata,
+            &o.peers_config_map.metadata,
             &o.headless_service.metadata,
             &o.client_service.metadata,
             &o.stateful_set.metadata,
@@ -548,6 +615,27 @@ mod tests {
         assert_eq!(
             cm.metadata.annotations.unwrap()[CONFIG_HASH_ANNOTATION],
             v.config_hash
+        );
+    }
+
+    #[test]
+    fn peers_are_every_ordinal_by_its_stable_name() {
+        let v = valid(spec());
+        let cm = peers_config_map(&v);
+        assert_eq!(cm.metadata.name.as_deref(), Some("acme-peers"));
+        assert_eq!(
+            cm.data.unwrap()["peers"],
+            "acme-0.acme-headless.tenants.svc:8086\nacme-1.acme-headless.tenants.svc:8086\nacme-2.acme-headless.tenants.svc:8086\n"
+        );
+        // The server reads them, and its token, from where they are mounted.
+        let cfg = &v.config;
+        assert_eq!(
+            cfg.cluster.peers_file.as_deref(),
+            Some("/etc/sluice/peers/peers")
+        );
+        assert_eq!(
+            cfg.cluster.token_file.as_deref(),
+            Some("/etc/sluice/cluster/token")
         );
     }
 
@@ -638,7 +726,16 @@ mod tests {
             .iter()
             .map(|m| m.mount_path.as_str())
             .collect();
-        assert_eq!(mounts, vec!["/etc/sluice", "/var/lib/sluice", "/tmp"]);
+        assert_eq!(
+            mounts,
+            vec![
+                "/etc/sluice",
+                "/var/lib/sluice",
+                "/tmp",
+                "/etc/sluice/peers",
+                "/etc/sluice/cluster"
+            ]
+        );
         let anti = pod
             .affinity
             .as_ref()

@@ -56,6 +56,8 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("the tenant has no namespace")]
     NoNamespace,
+    #[error("reading random bytes for the tenant's cluster token: {0}")]
+    Random(#[source] std::io::Error),
     #[error("{0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
 }
@@ -88,6 +90,7 @@ impl Error {
             },
             Error::Kube(e) => kube_label(e),
             Error::NoNamespace => "NoNamespace",
+            Error::Random(_) => "Random",
             Error::Finalizer(f) => match f.as_ref() {
                 F::ApplyFailed(e) | F::CleanupFailed(e) => e.metric_label(),
                 F::AddFinalizer(_) => "AddFinalizer",
@@ -580,6 +583,18 @@ async fn apply_all(
         format!("ConfigMap {}", builders::config_map_name(&v.name)),
     );
 
+    let (_, _, outcome) = apply_object(&cms, &o.peers_config_map, "ConfigMap", m).await?;
+    note(
+        outcome,
+        format!("ConfigMap {}", builders::peers_config_map_name(&v.name)),
+    );
+    if ensure_cluster_secret(v, c).await? {
+        note(
+            Outcome::Created,
+            format!("Secret {}", builders::cluster_secret_name(&v.name)),
+        );
+    }
+
     let svcs: Api<Service> = Api::namespaced(c.clone(), ns);
     let (_, _, outcome) = apply_object(&svcs, &o.headless_service, "Service", m).await?;
     note(
@@ -632,6 +647,51 @@ async fn apply_all(
         .await;
     }
     Ok(sts)
+}
+
+/// Creates the tenant's cluster Secret (the token its pods present to each other) with a
+/// random token, unless it exists: the token is never rewritten, since a pod still running
+/// with the old one could not gather from the others. True when it was created.
+async fn ensure_cluster_secret(v: &ValidTenant, client: &Client) -> Result<bool, Error> {
+    let name = builders::cluster_secret_name(&v.name);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &v.namespace);
+    let wrap = |source| Error::Apply {
+        kind: "Secret",
+        name: name.clone(),
+        source,
+    };
+    if secrets.get_opt(&name).await.map_err(wrap)?.is_some() {
+        return Ok(false);
+    }
+    let token = random_token().map_err(Error::Random)?;
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(v.namespace.clone()),
+            labels: Some(builders::labels(&v.name)),
+            owner_references: Some(vec![builders::owner_reference(v)]),
+            ..Default::default()
+        },
+        string_data: Some(std::collections::BTreeMap::from([(
+            crate::validate::CLUSTER_TOKEN_FILE.to_string(),
+            token,
+        )])),
+        ..Default::default()
+    };
+    match secrets.create(&Default::default(), &secret).await {
+        Ok(_) => Ok(true),
+        // Another reconcile created it first: keep that one.
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Err(e) => Err(wrap(e)),
+    }
+}
+
+/// 32 random bytes from the kernel, as hex.
+fn random_token() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// The Cleanup branch: applies the reclaim policy to the tenant's volumes. Everything else

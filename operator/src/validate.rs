@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use sluice_core::config::{
-    parse_duration, AuthConfig, ByteSize, DatabaseConfig, LimitsConfig, PoolConfig, QueryConfig,
-    RetentionDuration, RetentionPolicyConfig, ServerConfig,
+    parse_duration, AuthConfig, ByteSize, ClusterConfig, DatabaseConfig, LimitsConfig, PoolConfig,
+    QueryConfig, RetentionDuration, RetentionPolicyConfig, ServerConfig,
 };
 
 use crate::crd::{IngestTenant, IngestTenantSpec, MAX_TENANT_NAME_LEN};
@@ -25,6 +25,12 @@ pub const DATA_DIR: &str = "/var/lib/sluice";
 pub const TOKENS_DIR: &str = "/etc/sluice/auth";
 pub const TOKENS_FILE: &str = "tokens";
 pub const HTTP_PORT: i32 = 8086;
+/// The tenant's peer list (a ConfigMap the server reads again when it changes).
+pub const PEERS_DIR: &str = "/etc/sluice/peers";
+pub const PEERS_FILE: &str = "peers";
+/// The token the tenant's pods present to each other (a Secret the operator creates).
+pub const CLUSTER_DIR: &str = "/etc/sluice/cluster";
+pub const CLUSTER_TOKEN_FILE: &str = "token";
 
 /// Why a spec cannot be reconciled. The message is shown in the Degraded condition and the
 /// Warning event, so it names the field.
@@ -268,7 +274,11 @@ pub fn server_config(spec: &IngestTenantSpec) -> Result<ServerConfig, SpecError>
         limits,
         query,
         auth,
-        cluster: Default::default(),
+        cluster: ClusterConfig {
+            peers_file: Some(format!("{PEERS_DIR}/{PEERS_FILE}")),
+            token_file: Some(format!("{CLUSTER_DIR}/{CLUSTER_TOKEN_FILE}")),
+            ..Default::default()
+        },
     };
     cfg.validate()
         .map_err(|e| SpecError::Config(e.to_string()))?;

@@ -416,6 +416,30 @@ async fn tenant_gets_every_object_with_the_right_spec() {
             };
             owned(&cm.metadata, "ConfigMap");
 
+            // The tenant's pods gather reads from each other: a peer list they read again when
+            // it changes, and a token the operator made once.
+            assert_eq!(
+                cfg.cluster.peers_file.as_deref(),
+                Some("/etc/sluice/peers/peers")
+            );
+            assert_eq!(
+                cfg.cluster.token_file.as_deref(),
+                Some("/etc/sluice/cluster/token")
+            );
+            let peers = wait_for("ConfigMap acme-peers", || async {
+                cms.get_opt("acme-peers").await.ok().flatten()
+            })
+            .await;
+            owned(&peers.metadata, "peers ConfigMap");
+            let secrets = h.api::<Secret>();
+            let cluster = wait_for("Secret acme-cluster", || async {
+                secrets.get_opt("acme-cluster").await.ok().flatten()
+            })
+            .await;
+            let token = cluster.data.as_ref().expect("data")["token"].0.clone();
+            assert_eq!(token.len(), 64, "a 32-byte hex token");
+            assert_eq!(cluster.owner_references()[0].uid, uid);
+
             let svcs = h.api::<Service>();
             let headless = wait_for("Service acme-headless", || async {
                 svcs.get_opt("acme-headless").await.ok().flatten()
@@ -507,7 +531,7 @@ async fn tenant_gets_every_object_with_the_right_spec() {
                 .into_iter()
                 .map(|v| v.name)
                 .collect();
-            assert_eq!(volumes, ["config", "tmp", "tokens"]);
+            assert_eq!(volumes, ["config", "tmp", "peers", "cluster", "tokens"]);
             assert!(pod.affinity.and_then(|a| a.pod_anti_affinity).is_some());
 
             let pdbs = h.api::<PodDisruptionBudget>();
@@ -1063,6 +1087,15 @@ async fn scale_subresource_drives_replicas_within_bounds() {
                 .await
                 .expect("scale");
             replicas(2).await;
+            // The pods learn the new replica count from their peer list, without a restart.
+            let cms = h.api::<ConfigMap>();
+            let peers = wait_for("peer list of 2", || async {
+                let cm = cms.get_opt("acme-peers").await.ok().flatten()?;
+                let list = cm.data?.remove("peers")?;
+                (list.lines().count() == 2).then_some(list)
+            })
+            .await;
+            assert!(peers.starts_with("acme-0.acme-headless."), "{peers}");
             let ev = h.wait_event("acme", "Scaled").await;
             assert!(ev.note.unwrap_or_default().contains("from 1 to 2"));
             let scale = wait_for("the scale status", || async {

@@ -66,6 +66,7 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         }
         _ => {}
     }
+    let is_sql = matches!(what, Partial::Sql { .. });
     let app2 = app.clone();
     let sql = tokio::task::spawn_blocking(move || crate::query::partial::sql(&app2, &what)).await;
     let sql = match sql {
@@ -75,13 +76,28 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         Err(e) => return task_failed(e),
     };
     let sql = format!("{sql} FORMAT Native");
-    match stream_on(app, crate::engine::Readers::Local, sql, true, None).await {
-        Ok(body) => (
+    let native = |body| {
+        (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/octet-stream")],
             body,
         )
-            .into_response(),
+            .into_response()
+    };
+    match stream_on(app, crate::engine::Readers::Local, sql, true, None).await {
+        Ok(body) => native(body),
+        // A table is created on a pod by its first write there: a pod without it holds none
+        // of its rows, which is an answer of no rows (no blocks), not an error.
+        Err(r) if is_sql && r.status() == StatusCode::BAD_REQUEST => {
+            let text = axum::body::to_bytes(r.into_body(), 1 << 16)
+                .await
+                .unwrap_or_default();
+            if String::from_utf8_lossy(&text).contains("UNKNOWN_TABLE") {
+                native(axum::body::Body::empty())
+            } else {
+                (StatusCode::BAD_REQUEST, text).into_response()
+            }
+        }
         Err(r) => r,
     }
 }

@@ -1,0 +1,93 @@
+//! Running a planned query within a request's result budget, and naming the `[query]` limit
+//! an engine error reports.
+
+use crate::app::App;
+use crate::engine::{QueryError, Readers};
+
+use super::shape;
+
+/// What is left of a request's `query.max_result_bytes`: the rows of every query a request
+/// runs (several statements, a regex over many measurements) count against one bound.
+pub struct Budget {
+    max: u64,
+    left: std::cell::Cell<u64>,
+}
+
+impl Budget {
+    pub fn new(max: u64) -> Self {
+        Self {
+            max,
+            left: std::cell::Cell::new(max),
+        }
+    }
+}
+
+/// Runs `sql` on a query connection of `readers` and parses its rows, within what is left of
+/// the request's `query.max_result_bytes` (the engine enforces it too, per query).
+pub(super) fn fetch_on(
+    app: &App,
+    budget: &Budget,
+    readers: Readers,
+    sql: &str,
+) -> Result<shape::Rows, String> {
+    fetch_as(app, budget, readers, sql, true)
+}
+
+/// [`fetch_on`] for statements the engine does not stream (`DESCRIBE`).
+pub(super) fn fetch_as(
+    app: &App,
+    budget: &Budget,
+    readers: Readers,
+    sql: &str,
+    streamed: bool,
+) -> Result<shape::Rows, String> {
+    let q = &app.cfg.query;
+    let (max, left) = (budget.max, budget.left.get());
+    let mut out: Vec<u8> = Vec::new();
+    let mut over = false;
+    let mut sink = |chunk: Vec<u8>| {
+        if (out.len() + chunk.len()) as u64 > left {
+            over = true;
+            return false;
+        }
+        out.extend_from_slice(&chunk);
+        true
+    };
+    let sql = format!("{sql} FORMAT JSONCompactEachRowWithNamesAndTypes");
+    app.engine
+        .stream_on(readers, &sql, streamed, q.queue_timeout, &mut sink)
+        .map_err(|e| match e {
+            QueryError::Busy(n) => format!(
+                "all {n} query connections are busy for longer than query.queue_timeout; retry"
+            ),
+            QueryError::Engine(msg) => match limit_hit(&app.cfg.query, &msg) {
+                Some(limit) => format!("query stopped: it exceeded {limit}: {msg}"),
+                None => msg,
+            },
+        })?;
+    if over {
+        return Err(format!(
+            "the answer is larger than query.max_result_bytes ({max} bytes, for all the statements of a request together): narrow the time range, add a LIMIT or a coarser GROUP BY time"
+        ));
+    }
+    budget.left.set(left - out.len() as u64);
+    shape::parse_rows(&out)
+}
+
+/// The `[query]` limit an engine error reports hitting, named as in the config file.
+pub fn limit_hit(q: &sluice_core::config::QueryConfig, msg: &str) -> Option<String> {
+    if msg.contains("TIMEOUT_EXCEEDED") {
+        Some(format!(
+            "query.timeout ({})",
+            sluice_core::config::format_duration(q.timeout)
+        ))
+    } else if msg.contains("MEMORY_LIMIT_EXCEEDED") {
+        Some(format!("query.max_memory_bytes ({})", q.max_memory_bytes))
+    } else if msg.contains("TOO_MANY_ROWS_OR_BYTES") {
+        Some(format!("query.max_result_bytes ({})", q.max_result_bytes))
+    } else if msg.contains("TOO_MANY_ROWS") {
+        Some(format!("query.max_rows_to_read ({})", q.max_rows_to_read))
+    } else {
+        None
+    }
+}

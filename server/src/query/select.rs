@@ -1,0 +1,202 @@
+//! `SELECT`: per measurement, planned and run on this pod, or gathered from every pod of the
+//! tenant ([`super::partial`], [`super::gather`]).
+
+use serde_json::Value;
+use sluice_influxql::{SelectStatement, Source as FromSource};
+
+use super::fetch::fetch_as;
+use super::gather::{self, Gather};
+use super::{
+    database, meta, partial, plan, policy, shape, sources_of, time, with_series, Ctx, Fields,
+    PlanError,
+};
+use crate::cluster::Partial;
+use crate::engine::Readers;
+
+pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Value, String> {
+    if sel.fields.is_empty() {
+        return Err("at least 1 non-time field must be queried".into());
+    }
+    let epoch = time::epoch_unit(ctx.req.epoch);
+    let mut series = Vec::new();
+    for source in &sel.sources {
+        let FromSource::Measurement(m) = source else {
+            return Err(PlanError::Unsupported(
+                "subqueries are not supported by sluice yet".into(),
+            )
+            .to_string());
+        };
+        let db = database(ctx, m.database.as_deref())?;
+        let rp = policy(ctx, &db, m.retention_policy.as_deref(), ctx.req.rp)?;
+        for (measurement, fields) in sources_of(ctx, &db, Some(&rp), std::slice::from_ref(m))? {
+            if let Some(conflict) = ctx.view.conflict(&db, &rp, &measurement) {
+                return Err(conflict);
+            }
+            let tag_keys = if needs_tag_keys(sel) {
+                tag_keys(ctx, &db, &measurement)?
+            } else {
+                vec![]
+            };
+            let one = One {
+                db: &db,
+                rp: &rp,
+                measurement: &measurement,
+                fields: &fields,
+                tag_keys: &tag_keys,
+                statement: id,
+            };
+            let Some((p, rows)) = (match &ctx.gather {
+                None => select_here(ctx, sel, &one)?,
+                Some(g) => select_gathered(ctx, g, sel, &one)?,
+            }) else {
+                continue;
+            };
+            shape::series(&measurement, &p.columns, p.tagged, rows, epoch, &mut series)?;
+        }
+    }
+    shape::limit_series(&mut series, sel.slimit, sel.soffset);
+    Ok(with_series(id, series))
+}
+
+/// One measurement a `SELECT` reads.
+struct One<'a> {
+    db: &'a str,
+    rp: &'a str,
+    measurement: &'a str,
+    fields: &'a Fields,
+    tag_keys: &'a [String],
+    statement: usize,
+}
+
+type Planned = Option<(plan::Plan, shape::Rows)>;
+
+fn select_here(ctx: &Ctx, sel: &SelectStatement, one: &One) -> Result<Planned, String> {
+    let table = sluice_core::names::quote_ident(&sluice_core::names::table_name(
+        one.db,
+        one.rp,
+        one.measurement,
+    ));
+    let src = plan::Source {
+        db: one.db,
+        measurement: one.measurement,
+        table: &table,
+        fields: one.fields,
+        tag_keys: one.tag_keys,
+    };
+    let Some(p) =
+        plan::plan(sel, &src, ctx.now_ns, plan::Mode::Whole).map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    let rows = ctx.fetch(&p.sql)?;
+    Ok(Some((p, rows)))
+}
+
+/// Every pod computes its share ([`partial`]); this pod's engine reads them all and finishes.
+/// The columns the pods send are those of this pod's own share, which reads the tenant's
+/// field types whatever this pod holds.
+fn select_gathered(
+    ctx: &Ctx,
+    g: &Gather,
+    sel: &SelectStatement,
+    one: &One,
+) -> Result<Planned, String> {
+    let Some(own) = partial::select_sql(
+        ctx.app,
+        sel,
+        one.db,
+        one.rp,
+        one.measurement,
+        one.fields,
+        one.tag_keys,
+        ctx.now_ns,
+    )?
+    else {
+        return Ok(None);
+    };
+    let columns = fetch_as(
+        ctx.app,
+        &ctx.budget,
+        Readers::Local,
+        &format!("DESCRIBE TABLE ({own})"),
+        false,
+    )?;
+    let structure = gather::structure_of(&columns);
+    let what = Partial::Select {
+        q: ctx.req.q.to_string(),
+        statement: one.statement,
+        db: one.db.to_string(),
+        rp: one.rp.to_string(),
+        measurement: one.measurement.to_string(),
+        fields: partial::type_names(one.fields),
+        tag_keys: one.tag_keys.to_vec(),
+        now: ctx.now_ns,
+    };
+    let src = plan::Source {
+        db: one.db,
+        measurement: one.measurement,
+        table: "",
+        fields: one.fields,
+        tag_keys: one.tag_keys,
+    };
+    let Some(p) =
+        plan::plan(sel, &src, ctx.now_ns, plan::Mode::Final("")).map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    let rows = g.fetch(&ctx.budget, &|u| {
+        let url = u.url(&what, "Native", &structure);
+        // Planned just above with another source: it plans again the same way.
+        plan::plan(sel, &src, ctx.now_ns, plan::Mode::Final(&url))
+            .ok()
+            .flatten()
+            .map(|p| p.sql)
+            .unwrap_or_default()
+    })?;
+    Ok(Some((p, rows)))
+}
+
+fn needs_tag_keys(sel: &SelectStatement) -> bool {
+    let grouped = sel.group_by.iter().any(|d| {
+        matches!(
+            d,
+            sluice_influxql::Dimension::Wildcard | sluice_influxql::Dimension::Regex(_)
+        )
+    });
+    grouped
+        || sel.fields.iter().any(|f| {
+            matches!(
+                f.expr,
+                sluice_influxql::Expr::Wildcard(_)
+                    | sluice_influxql::Expr::Literal(sluice_influxql::Literal::Regex(_))
+            )
+        })
+}
+
+/// The tag keys of `measurement`'s series (in every pod when gathering), for `*`.
+fn tag_keys(ctx: &Ctx, db: &str, measurement: &str) -> Result<Vec<String>, String> {
+    let filter = format!(
+        "db = {} AND measurement = {}",
+        sluice_core::names::quote_str(db),
+        sluice_core::names::quote_str(measurement)
+    );
+    let what = Partial::Series {
+        db: db.to_string(),
+        measurement: Some(measurement.to_string()),
+        q: None,
+        statement: 0,
+        now: ctx.now_ns,
+    };
+    let rows = ctx.fetch_series(what, &|from| meta::tag_keys_sql(from, &filter))?;
+    Ok(rows
+        .rows
+        .first()
+        .and_then(|r| r.get(1))
+        .and_then(Value::as_array)
+        .map(|keys| {
+            keys.iter()
+                .filter_map(|k| k.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default())
+}

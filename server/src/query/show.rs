@@ -1,0 +1,225 @@
+//! The `SHOW` statements: the tenant's series (this pod's series table, or every pod's) and
+//! catalog, in InfluxDB's column layouts.
+
+use serde_json::{json, Value};
+use sluice_influxql::Measurement;
+
+use super::{database, meta, shape, sources_of, with_series, Ctx};
+
+/// `SHOW MEASUREMENTS`.
+pub(super) fn measurements(
+    ctx: &Ctx,
+    m: &sluice_influxql::ShowMeasurements,
+    id: usize,
+) -> Result<Value, String> {
+    let db = database(ctx, m.database.as_deref())?;
+    let sources: Vec<Measurement> = m.with_measurement.iter().cloned().collect();
+    let filter = meta::series_filter(&db, &sources, m.condition.as_ref(), ctx.now_ns)
+        .map_err(|e| e.to_string())?;
+    let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
+        meta::measurements_sql(from, &filter, m.order, m.limit, m.offset)
+    })?;
+    let values: Vec<Value> = rows.rows.into_iter().map(Value::Array).collect();
+    Ok(with_series(
+        id,
+        if values.is_empty() {
+            vec![]
+        } else {
+            vec![meta::series(Some("measurements"), &["name"], values)]
+        },
+    ))
+}
+
+/// `SHOW TAG KEYS`: per measurement.
+pub(super) fn tag_keys(
+    ctx: &Ctx,
+    t: &sluice_influxql::ShowTagKeys,
+    id: usize,
+) -> Result<Value, String> {
+    let db = database(ctx, t.database.as_deref())?;
+    let filter = meta::series_filter(&db, &t.sources, t.condition.as_ref(), ctx.now_ns)
+        .map_err(|e| e.to_string())?;
+    let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
+        meta::tag_keys_sql(from, &filter)
+    })?;
+    let mut series = Vec::new();
+    for row in rows.rows {
+        let (Some(m), Some(Value::Array(keys))) = (row.first(), row.get(1)) else {
+            continue;
+        };
+        let values: Vec<Value> = keys.iter().map(|k| json!([k])).collect();
+        let values = meta::page(values, t.limit, t.offset);
+        if !values.is_empty() {
+            series.push(meta::series(m.as_str(), &["tagKey"], values));
+        }
+    }
+    shape::limit_series(&mut series, t.slimit, t.soffset);
+    Ok(with_series(id, series))
+}
+
+/// `SHOW TAG VALUES`.
+pub(super) fn tag_values(
+    ctx: &Ctx,
+    t: &sluice_influxql::ShowTagValues,
+    id: usize,
+) -> Result<Value, String> {
+    let db = database(ctx, t.database.as_deref())?;
+    let filter = meta::series_filter(&db, &t.sources, t.condition.as_ref(), ctx.now_ns)
+        .map_err(|e| e.to_string())?;
+    let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
+        meta::tag_values_sql(from, &filter, &t.key, t.order)
+    })?;
+    Ok(with_series(
+        id,
+        per_measurement(rows.rows, &["key", "value"], t.limit, t.offset),
+    ))
+}
+
+/// `SHOW FIELD KEYS`: from the catalog (the tenant's, when gathering).
+pub(super) fn field_keys(
+    ctx: &Ctx,
+    f: &sluice_influxql::ShowFieldKeys,
+    id: usize,
+) -> Result<Value, String> {
+    let db = database(ctx, f.database.as_deref())?;
+    let mut series = Vec::new();
+    for (measurement, fields) in sources_of(ctx, &db, ctx.req.rp, &f.sources)? {
+        let values: Vec<Value> = fields
+            .iter()
+            .map(|(k, t)| json!([k, meta::field_type_name(*t)]))
+            .collect();
+        let values = meta::page(values, f.limit, f.offset);
+        if !values.is_empty() {
+            series.push(meta::series(
+                Some(&measurement),
+                &["fieldKey", "fieldType"],
+                values,
+            ));
+        }
+    }
+    Ok(with_series(id, series))
+}
+
+/// `SHOW SERIES`: series keys as InfluxDB prints them, sorted.
+pub(super) fn series(
+    ctx: &Ctx,
+    s: &sluice_influxql::ShowSeries,
+    id: usize,
+) -> Result<Value, String> {
+    let db = database(ctx, s.database.as_deref())?;
+    let filter = meta::series_filter(&db, &s.sources, s.condition.as_ref(), ctx.now_ns)
+        .map_err(|e| e.to_string())?;
+    let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
+        meta::series_sql(from, &filter)
+    })?;
+    let mut keys: Vec<String> = rows
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let m = r.first()?.as_str()?;
+            let tags: serde_json::Map<String, Value> =
+                serde_json::from_str(r.get(1)?.as_str()?).ok()?;
+            Some(meta::series_key(m, &tags))
+        })
+        .collect();
+    keys.sort();
+    if s.order == Some(sluice_influxql::SortOrder::Descending) {
+        keys.reverse();
+    }
+    let values = meta::page(
+        keys.into_iter().map(|k| json!([k])).collect(),
+        s.limit,
+        s.offset,
+    );
+    Ok(with_series(
+        id,
+        if values.is_empty() {
+            vec![]
+        } else {
+            vec![meta::series(None, &["key"], values)]
+        },
+    ))
+}
+
+/// `SHOW MEASUREMENT CARDINALITY`.
+pub(super) fn measurement_cardinality(
+    ctx: &Ctx,
+    c: &sluice_influxql::ShowCardinality,
+    id: usize,
+) -> Result<Value, String> {
+    let db = database(ctx, c.database.as_deref())?;
+    let filter = meta::series_filter(&db, &c.sources, c.condition.as_ref(), ctx.now_ns)
+        .map_err(|e| e.to_string())?;
+    let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
+        meta::measurement_cardinality_sql(from, &filter)
+    })?;
+    let n = rows
+        .rows
+        .first()
+        .and_then(|r| r.first())
+        .cloned()
+        .unwrap_or(json!(0));
+    Ok(with_series(
+        id,
+        vec![meta::series(None, &["count"], vec![json!([n])])],
+    ))
+}
+
+/// `SHOW SERIES [EXACT] CARDINALITY`.
+pub(super) fn series_cardinality(
+    ctx: &Ctx,
+    c: &sluice_influxql::ShowCardinality,
+    id: usize,
+) -> Result<Value, String> {
+    let db = database(ctx, c.database.as_deref())?;
+    let filter = meta::series_filter(&db, &c.sources, c.condition.as_ref(), ctx.now_ns)
+        .map_err(|e| e.to_string())?;
+    let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
+        meta::series_cardinality_sql(from, &filter)
+    })?;
+    if c.exact {
+        return Ok(with_series(
+            id,
+            per_measurement(rows.rows, &["count"], c.limit, c.offset),
+        ));
+    }
+    let total: i64 = rows
+        .rows
+        .iter()
+        .filter_map(|r| r.get(1).and_then(Value::as_i64))
+        .sum();
+    Ok(with_series(
+        id,
+        vec![meta::series(None, &["count"], vec![json!([total])])],
+    ))
+}
+
+/// Rows `(measurement, values...)` as a series per measurement.
+pub(super) fn per_measurement(
+    rows: Vec<Vec<Value>>,
+    columns: &[&str],
+    limit: Option<u64>,
+    offset: Option<u64>,
+) -> Vec<Value> {
+    let mut grouped: Vec<(String, Vec<Value>)> = Vec::new();
+    for mut row in rows {
+        if row.is_empty() {
+            continue;
+        }
+        let m = match row.remove(0) {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        match grouped.last_mut() {
+            Some((last, values)) if *last == m => values.push(Value::Array(row)),
+            _ => grouped.push((m, vec![Value::Array(row)])),
+        }
+    }
+    grouped
+        .into_iter()
+        .filter_map(|(m, values)| {
+            let values = meta::page(values, limit, offset);
+            (!values.is_empty()).then(|| meta::series(Some(&m), columns, values))
+        })
+        .collect()
+}
