@@ -6,19 +6,37 @@ use sluice_influxql::Measurement;
 
 use super::{database, meta, shape, sources_of, with_series, Ctx};
 
+/// The series rows a `SHOW` statement lists: those of its database that its sources and
+/// condition select, as `sql(from, filter)` makes of them.
+fn listed(
+    ctx: &Ctx,
+    database_name: &Option<String>,
+    sources: &[Measurement],
+    condition: Option<&sluice_influxql::Expr>,
+    id: usize,
+    sql: &dyn Fn(&str, &str) -> String,
+) -> Result<shape::Rows, String> {
+    let db = database(ctx, database_name.as_deref())?;
+    let filter =
+        meta::series_filter(&db, sources, condition, ctx.now_ns).map_err(|e| e.to_string())?;
+    ctx.fetch_series(ctx.show_series(&db, id), &|from| sql(from, &filter))
+}
+
 /// `SHOW MEASUREMENTS`.
 pub(super) fn measurements(
     ctx: &Ctx,
     m: &sluice_influxql::ShowMeasurements,
     id: usize,
 ) -> Result<Value, String> {
-    let db = database(ctx, m.database.as_deref())?;
     let sources: Vec<Measurement> = m.with_measurement.iter().cloned().collect();
-    let filter = meta::series_filter(&db, &sources, m.condition.as_ref(), ctx.now_ns)
-        .map_err(|e| e.to_string())?;
-    let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
-        meta::measurements_sql(from, &filter, m.order, m.limit, m.offset)
-    })?;
+    let rows = listed(
+        ctx,
+        &m.database,
+        &sources,
+        m.condition.as_ref(),
+        id,
+        &|from, filter| meta::measurements_sql(from, filter, m.order, m.limit, m.offset),
+    )?;
     let values: Vec<Value> = rows.rows.into_iter().map(Value::Array).collect();
     Ok(with_series(
         id,
@@ -36,12 +54,14 @@ pub(super) fn tag_keys(
     t: &sluice_influxql::ShowTagKeys,
     id: usize,
 ) -> Result<Value, String> {
-    let db = database(ctx, t.database.as_deref())?;
-    let filter = meta::series_filter(&db, &t.sources, t.condition.as_ref(), ctx.now_ns)
-        .map_err(|e| e.to_string())?;
-    let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
-        meta::tag_keys_sql(from, &filter)
-    })?;
+    let rows = listed(
+        ctx,
+        &t.database,
+        &t.sources,
+        t.condition.as_ref(),
+        id,
+        &|from, filter| meta::tag_keys_sql(from, filter),
+    )?;
     let mut series = Vec::new();
     for row in rows.rows {
         let (Some(m), Some(Value::Array(keys))) = (row.first(), row.get(1)) else {
@@ -63,12 +83,14 @@ pub(super) fn tag_values(
     t: &sluice_influxql::ShowTagValues,
     id: usize,
 ) -> Result<Value, String> {
-    let db = database(ctx, t.database.as_deref())?;
-    let filter = meta::series_filter(&db, &t.sources, t.condition.as_ref(), ctx.now_ns)
-        .map_err(|e| e.to_string())?;
-    let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
-        meta::tag_values_sql(from, &filter, &t.key, t.order)
-    })?;
+    let rows = listed(
+        ctx,
+        &t.database,
+        &t.sources,
+        t.condition.as_ref(),
+        id,
+        &|from, filter| meta::tag_values_sql(from, filter, &t.key, t.order),
+    )?;
     Ok(with_series(
         id,
         per_measurement(rows.rows, &["key", "value"], t.limit, t.offset),
@@ -106,12 +128,14 @@ pub(super) fn series(
     s: &sluice_influxql::ShowSeries,
     id: usize,
 ) -> Result<Value, String> {
-    let db = database(ctx, s.database.as_deref())?;
-    let filter = meta::series_filter(&db, &s.sources, s.condition.as_ref(), ctx.now_ns)
-        .map_err(|e| e.to_string())?;
-    let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
-        meta::series_sql(from, &filter)
-    })?;
+    let rows = listed(
+        ctx,
+        &s.database,
+        &s.sources,
+        s.condition.as_ref(),
+        id,
+        &|from, filter| meta::series_sql(from, filter),
+    )?;
     let mut keys: Vec<String> = rows
         .rows
         .iter()
@@ -147,12 +171,14 @@ pub(super) fn measurement_cardinality(
     c: &sluice_influxql::ShowCardinality,
     id: usize,
 ) -> Result<Value, String> {
-    let db = database(ctx, c.database.as_deref())?;
-    let filter = meta::series_filter(&db, &c.sources, c.condition.as_ref(), ctx.now_ns)
-        .map_err(|e| e.to_string())?;
-    let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
-        meta::measurement_cardinality_sql(from, &filter)
-    })?;
+    let rows = listed(
+        ctx,
+        &c.database,
+        &c.sources,
+        c.condition.as_ref(),
+        id,
+        &|from, filter| meta::measurement_cardinality_sql(from, filter),
+    )?;
     let n = rows
         .rows
         .first()
@@ -171,12 +197,14 @@ pub(super) fn series_cardinality(
     c: &sluice_influxql::ShowCardinality,
     id: usize,
 ) -> Result<Value, String> {
-    let db = database(ctx, c.database.as_deref())?;
-    let filter = meta::series_filter(&db, &c.sources, c.condition.as_ref(), ctx.now_ns)
-        .map_err(|e| e.to_string())?;
-    let rows = ctx.fetch_series(ctx.show_series(&db, id), &|from| {
-        meta::series_cardinality_sql(from, &filter)
-    })?;
+    let rows = listed(
+        ctx,
+        &c.database,
+        &c.sources,
+        c.condition.as_ref(),
+        id,
+        &|from, filter| meta::series_cardinality_sql(from, filter),
+    )?;
     if c.exact {
         return Ok(with_series(
             id,
