@@ -387,4 +387,13 @@ fn a_pod_that_does_not_answer_is_named_unless_partial_answers_are_asked_for() {
         .status,
         405
     );
+    // Even from a holder of the token, an inner query passes the pod's own guard.
+    let forbidden = pod.request(
+        "GET",
+        "/internal/v1/partial?p=eyJraW5kIjoic3FsIiwicSI6IlNFTEVDVCAqIEZST00gdXJsKCdodHRwOi8vMTAuMC4wLjEvJywgQ1NWLCAneCBTdHJpbmcnKSJ9",
+        &[("Authorization", &auth)],
+        b"",
+    );
+    assert_eq!(forbidden.status, 403, "{}", forbidden.body);
+    assert!(forbidden.body.contains("url()"), "{}", forbidden.body);
 }
