@@ -1,6 +1,7 @@
 //! sluice domain types: decoding InfluxDB write bodies (line protocol and
 //! columnar msgpack) into per-measurement columnar batches, series identity,
-//! and the write-ahead-log encoding of those batches.
+//! the write-ahead-log encoding of those batches, and the knee rule that the load generator
+//! and the autoscaler share.
 
 pub mod batch;
 pub mod body;
@@ -8,6 +9,7 @@ pub mod codec;
 pub mod config;
 pub mod escape;
 mod fasthash;
+pub mod knee;
 pub mod line_error;
 pub mod lp;
 pub mod msgpack;

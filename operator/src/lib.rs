@@ -4,11 +4,13 @@
 //! [`crd::IngestTenant`] into a [`validate::ValidTenant`] (or a precise refusal),
 //! [`builders`] turn that into Kubernetes objects with pure functions, [`controller`] applies
 //! them with server-side apply and writes the status computed by [`status`]. [`leader`] keeps
-//! several operator replicas from acting at once.
+//! several operator replicas from acting at once. [`autoscale`] holds the knee autoscaler's
+//! pure rules (estimating a pod's knee, deciding replicas), not yet wired to the reconciler.
 //!
 //! The operator depends on `sluice-core` for the server's configuration schema and never on
 //! `sluice-server`: it must not link chDB.
 
+pub mod autoscale;
 pub mod builders;
 pub mod cancel;
 pub mod controller;

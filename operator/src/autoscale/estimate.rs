@@ -1,0 +1,279 @@
+//! A pod's knee, estimated: calibration measures it once (a ramp of `sluice-load` against a
+//! scratch pod); live windows move it. A window in which a pod kept up at rate R says the knee
+//! is at least R; a window in which it fell behind at R says the knee is below R. Old evidence
+//! counts less: each bound loosens with age (a lower bound sinks, an upper bound rises, by half
+//! and double per `half_life_s`), so a pod whose capacity changed (a noisy neighbour left, a
+//! disk slowed) is measured again by its traffic.
+
+use sluice_core::knee::{Criteria, StepFigures};
+
+/// Why a window says nothing about the knee.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exclusion {
+    /// Started recently: caches, pre-touched memory and the WAL replay are still settling.
+    Warming,
+    /// Leaving the tenant: it refuses writes on purpose.
+    Draining,
+    /// A counter went backwards: the process restarted inside the window.
+    Restarted,
+    /// Too little traffic to tell anything (below `min_offered_pps`).
+    Idle,
+}
+
+/// One pod's figures between two scrapes of its `/metrics`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    /// End of the window, seconds on any steady clock.
+    pub end_s: f64,
+    /// Points offered per second (acknowledged and refused).
+    pub offered_pps: f64,
+    /// Points acknowledged per second.
+    pub acked_pps: f64,
+    /// p95 write latency from the histogram's bucket deltas, ms; `None` without requests.
+    pub p95_ms: Option<f64>,
+    /// Requests refused for lack of room (503): the window's "dropped".
+    pub refused: u64,
+    /// How fast the WAL backlog grew, bytes per second (negative: it shrank).
+    pub backlog_slope: f64,
+    pub excluded: Option<Exclusion>,
+}
+
+/// What a window is judged against.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rules {
+    /// The knee rule; its p95 bound is the tenant's `p95Target` (`p95_max_ms`).
+    pub criteria: Criteria,
+    /// A backlog growing faster than this (bytes/s) means the pod is falling behind.
+    pub max_backlog_slope: f64,
+    /// Windows with less traffic say nothing.
+    pub min_offered_pps: f64,
+    pub half_life_s: f64,
+}
+
+impl Rules {
+    pub fn new(p95_target_ms: f64) -> Self {
+        Self {
+            criteria: Criteria {
+                p95_max_ms: p95_target_ms,
+                // Live traffic has no lightest step to compare with: the absolute bound only.
+                p95_factor: 0.0,
+                ..Criteria::default()
+            },
+            max_backlog_slope: 1_000_000.0,
+            min_offered_pps: 1_000.0,
+            half_life_s: 3_600.0,
+        }
+    }
+}
+
+/// Where the current estimate comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Calibration,
+    Live,
+}
+
+/// A bound and when it was last set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Bound {
+    pps: f64,
+    at_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Estimate {
+    lower: Option<Bound>,
+    upper: Option<Bound>,
+    pub source: Option<Source>,
+}
+
+/// What one window did to the estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Ignored(Exclusion),
+    KeptUp,
+    FellBehind,
+}
+
+impl Estimate {
+    pub fn unknown() -> Self {
+        Self {
+            lower: None,
+            upper: None,
+            source: None,
+        }
+    }
+
+    /// A calibration's knee, measured at `at_s`: it replaces whatever live windows said.
+    pub fn calibrated(knee_pps: f64, at_s: f64) -> Self {
+        Self {
+            lower: Some(Bound {
+                pps: knee_pps,
+                at_s,
+            }),
+            upper: None,
+            source: Some(Source::Calibration),
+        }
+    }
+
+    /// Moves the bounds by one window of one pod.
+    pub fn observe(&mut self, w: &Window, rules: &Rules) -> Verdict {
+        if let Some(e) = w.excluded {
+            return Verdict::Ignored(e);
+        }
+        if w.offered_pps < rules.min_offered_pps {
+            return Verdict::Ignored(Exclusion::Idle);
+        }
+        let step = StepFigures {
+            offered_pps: w.offered_pps,
+            achieved_pps: w.acked_pps,
+            p95_ms: w.p95_ms,
+            dropped: w.refused,
+        };
+        let limit = rules.criteria.p95_limit_ms(None);
+        let kept_up = rules.criteria.failures(&step, limit).is_empty()
+            && w.backlog_slope <= rules.max_backlog_slope;
+        let now = Bound {
+            pps: w.offered_pps,
+            at_s: w.end_s,
+        };
+        if kept_up {
+            if self.lower_at(w.end_s, rules).is_none_or(|l| now.pps >= l) {
+                self.lower = Some(now);
+            }
+            // Keeping up above the upper bound proves that bound wrong.
+            if self.upper_at(w.end_s, rules).is_some_and(|u| now.pps >= u) {
+                self.upper = None;
+            }
+            self.source = Some(Source::Live);
+            Verdict::KeptUp
+        } else {
+            if self.upper_at(w.end_s, rules).is_none_or(|u| now.pps <= u) {
+                self.upper = Some(now);
+            }
+            // Falling behind below the lower bound proves that bound wrong.
+            if self.lower_at(w.end_s, rules).is_some_and(|l| now.pps <= l) {
+                self.lower = Some(Bound {
+                    pps: now.pps * 0.9,
+                    at_s: w.end_s,
+                });
+            }
+            self.source = Some(Source::Live);
+            Verdict::FellBehind
+        }
+    }
+
+    fn lower_at(&self, now_s: f64, rules: &Rules) -> Option<f64> {
+        self.lower
+            .map(|b| b.pps * 0.5f64.powf(age(b, now_s) / rules.half_life_s))
+    }
+
+    fn upper_at(&self, now_s: f64, rules: &Rules) -> Option<f64> {
+        self.upper
+            .map(|b| b.pps * 2f64.powf(age(b, now_s) / rules.half_life_s))
+    }
+
+    /// The knee at `now_s`: the (aged) lower bound, what a pod is known to sustain, kept
+    /// below the upper bound; with only an upper bound, 90 % of it.
+    pub fn knee(&self, now_s: f64, rules: &Rules) -> Option<f64> {
+        match (self.lower_at(now_s, rules), self.upper_at(now_s, rules)) {
+            (Some(l), Some(u)) => Some(l.min(u * 0.9)),
+            (Some(l), None) => Some(l),
+            (None, Some(u)) => Some(u * 0.9),
+            (None, None) => None,
+        }
+    }
+}
+
+fn age(b: Bound, now_s: f64) -> f64 {
+    (now_s - b.at_s).max(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(end_s: f64, offered: f64, acked: f64, p95: f64) -> Window {
+        Window {
+            end_s,
+            offered_pps: offered,
+            acked_pps: acked,
+            p95_ms: Some(p95),
+            refused: 0,
+            backlog_slope: 0.0,
+            excluded: None,
+        }
+    }
+
+    #[test]
+    fn keeping_up_raises_the_knee_and_falling_behind_caps_it() {
+        let rules = Rules::new(100.0);
+        let mut e = Estimate::calibrated(1_000_000.0, 0.0);
+        assert_eq!(e.knee(0.0, &rules), Some(1_000_000.0));
+        assert_eq!(
+            e.observe(&window(10.0, 1_500_000.0, 1_500_000.0, 30.0), &rules),
+            Verdict::KeptUp
+        );
+        assert_eq!(e.knee(10.0, &rules), Some(1_500_000.0));
+        assert_eq!(e.source, Some(Source::Live));
+        // Behind at 2 M: the knee stays under 90 % of it.
+        assert_eq!(
+            e.observe(&window(20.0, 2_000_000.0, 1_700_000.0, 400.0), &rules),
+            Verdict::FellBehind
+        );
+        let k = e.knee(20.0, &rules).unwrap();
+        assert!(k > 1_490_000.0 && k <= 1_800_000.0, "{k}");
+        // p95 over the target alone is falling behind too.
+        let mut e = Estimate::unknown();
+        assert_eq!(
+            e.observe(&window(1.0, 500_000.0, 500_000.0, 150.0), &rules),
+            Verdict::FellBehind
+        );
+        assert_eq!(e.knee(1.0, &rules), Some(450_000.0));
+    }
+
+    #[test]
+    fn a_backlog_that_grows_or_refusals_mean_behind() {
+        let rules = Rules::new(100.0);
+        let mut e = Estimate::unknown();
+        let mut w = window(1.0, 500_000.0, 500_000.0, 20.0);
+        w.backlog_slope = 50_000_000.0;
+        assert_eq!(e.observe(&w, &rules), Verdict::FellBehind);
+        let mut w = window(2.0, 400_000.0, 400_000.0, 20.0);
+        w.refused = 3;
+        assert_eq!(e.observe(&w, &rules), Verdict::FellBehind);
+    }
+
+    #[test]
+    fn excluded_and_idle_windows_say_nothing() {
+        let rules = Rules::new(100.0);
+        let mut e = Estimate::calibrated(1_000_000.0, 0.0);
+        for x in [
+            Exclusion::Warming,
+            Exclusion::Draining,
+            Exclusion::Restarted,
+        ] {
+            let mut w = window(1.0, 5_000_000.0, 10.0, 9_000.0);
+            w.excluded = Some(x);
+            assert_eq!(e.observe(&w, &rules), Verdict::Ignored(x));
+        }
+        assert_eq!(
+            e.observe(&window(1.0, 10.0, 0.0, 900.0), &rules),
+            Verdict::Ignored(Exclusion::Idle)
+        );
+        assert_eq!(e.knee(0.0, &rules), Some(1_000_000.0));
+        assert_eq!(e.source, Some(Source::Calibration));
+    }
+
+    #[test]
+    fn evidence_ages() {
+        let rules = Rules::new(100.0);
+        let e = Estimate::calibrated(1_000_000.0, 0.0);
+        let after_an_hour = e.knee(3_600.0, &rules).unwrap();
+        assert!((after_an_hour - 500_000.0).abs() < 1.0, "{after_an_hour}");
+        // A fresh window near the old knee restores it.
+        let mut e = e;
+        e.observe(&window(3_600.0, 950_000.0, 950_000.0, 20.0), &rules);
+        assert_eq!(e.knee(3_600.0, &rules), Some(950_000.0));
+    }
+}
