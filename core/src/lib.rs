@@ -12,6 +12,7 @@ mod fasthash;
 pub mod knee;
 pub mod line_error;
 pub mod lp;
+pub mod metric_names;
 pub mod msgpack;
 pub mod names;
 pub mod order;

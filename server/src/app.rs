@@ -58,6 +58,8 @@ pub struct App {
     pub tokens: HashSet<String>,
     /// The tenant's other pods, for reads that gather from all of them.
     pub cluster: crate::cluster::Cluster,
+    /// The tenant's catalog as last gathered (see [`crate::query::gather::VIEW_TTL`]).
+    pub views: crate::query::gather::ViewCache,
     /// Requests in flight and their memory (see [`crate::http::Admission`]).
     pub admission: crate::http::Admission,
     /// Takes writes: false while replaying and while draining.
@@ -203,6 +205,7 @@ impl App {
             guard: Guard::new(table_functions),
             tokens,
             cluster,
+            views: Default::default(),
             admission: crate::http::Admission::new(
                 cfg.limits.max_requests_in_flight,
                 cfg.limits.request_memory_bytes.0,

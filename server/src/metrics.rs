@@ -1,6 +1,7 @@
 //! Prometheus metrics. Names are a contract with the operator's autoscaler, the chart's alert
 //! rules and dashboards: change them only together.
 
+use sluice_core::metric_names as names;
 use std::collections::HashSet;
 use std::sync::Mutex;
 
@@ -56,7 +57,7 @@ pub const OTHER_TABLES: &str = "_other";
 
 impl Metrics {
     pub fn new() -> Self {
-        let registry = Registry::new_custom(Some("sluice".into()), None)
+        let registry = Registry::new_custom(Some(names::PREFIX.into()), None)
             .expect("the metric prefix is a valid name");
         macro_rules! reg {
             ($m:expr) => {{
@@ -70,14 +71,14 @@ impl Metrics {
         Self {
             request_duration: reg!(HistogramVec::new(
                 HistogramOpts::new(
-                    "http_request_duration_seconds",
+                    names::REQUEST_DURATION,
                     "HTTP request latency by endpoint, from first byte read to response"
                 )
                 .buckets(latency_buckets()),
                 &["endpoint"]
             )),
             requests: reg!(IntCounterVec::new(
-                Opts::new("http_requests_total", "HTTP requests by endpoint and status code"),
+                Opts::new(names::REQUESTS, "HTTP requests by endpoint and status code"),
                 &["endpoint", "code"]
             )),
             stage_duration: reg!(HistogramVec::new(
@@ -89,11 +90,11 @@ impl Metrics {
                 &["stage"]
             )),
             points_offered: reg!(IntCounter::new(
-                "points_offered_total",
+                names::POINTS_OFFERED,
                 "Points received in write requests, valid or not"
             )),
             points_acknowledged: reg!(IntCounter::new(
-                "points_acknowledged_total",
+                names::POINTS_ACKNOWLEDGED,
                 "Points durably committed to the WAL and acknowledged"
             )),
             points_rejected: reg!(IntCounterVec::new(
@@ -105,7 +106,7 @@ impl Metrics {
                 "Points inserted into chDB"
             )),
             wal_backlog_bytes: reg!(IntGauge::new(
-                "wal_backlog_bytes",
+                names::WAL_BACKLOG_BYTES,
                 "Committed WAL bytes not yet flushed to chDB"
             )),
             wal_backlog_points: reg!(IntGauge::new(

@@ -8,3 +8,4 @@
 
 pub mod decide;
 pub mod estimate;
+pub mod scrape;

@@ -8,6 +8,8 @@
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -31,9 +33,38 @@ impl Urls<'_> {
     }
 }
 
+/// How long a gathered catalog is reused: a dashboard sends many requests at once, and each
+/// would otherwise start with a round trip to every pod. A database or measurement first
+/// written in the last second may be missing from it, as its points may be from the answer
+/// until they are flushed (`pool.flush_interval`).
+pub const VIEW_TTL: Duration = Duration::from_secs(1);
+
+/// The tenant's catalog as last gathered from every pod, and from which pods.
+#[derive(Default)]
+pub struct ViewCache(Mutex<Option<(Instant, Vec<String>, View)>>);
+
+impl ViewCache {
+    fn get(&self, peers: &[String]) -> Option<View> {
+        let cached = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match &*cached {
+            Some((at, from, view)) if at.elapsed() < VIEW_TTL && from == peers => {
+                Some(view.clone())
+            }
+            _ => None,
+        }
+    }
+
+    fn put(&self, peers: &[String], view: &View) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((Instant::now(), peers.to_vec(), view.clone()));
+    }
+}
+
 pub struct Gather<'a> {
     app: &'a App,
     token: String,
+    /// The tenant's pods by name, as configured for this request.
+    names: Vec<String>,
     /// The pods still asked.
     peers: RefCell<Vec<Peer>>,
     partial: bool,
@@ -56,6 +87,7 @@ impl<'a> Gather<'a> {
             app,
             token,
             peers: RefCell::new(cluster::resolve(&names)),
+            names,
             partial,
             missing: RefCell::new(Vec::new()),
         })
@@ -112,8 +144,19 @@ impl<'a> Gather<'a> {
         }
     }
 
-    /// The union of every pod's catalog.
+    /// The union of every pod's catalog (gathered at most [`VIEW_TTL`] ago, from every pod).
     pub fn view(&self, budget: &Budget) -> Result<View, String> {
+        if let Some(v) = self.app.views.get(&self.names) {
+            return Ok(v);
+        }
+        let view = self.gather_view(budget)?;
+        if self.missing.borrow().is_empty() {
+            self.app.views.put(&self.names, &view);
+        }
+        Ok(view)
+    }
+
+    fn gather_view(&self, budget: &Budget) -> Result<View, String> {
         let rows = self.fetch(budget, &|u| {
             format!(
                 "SELECT * FROM {}",

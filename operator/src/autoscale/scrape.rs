@@ -1,0 +1,236 @@
+//! What the autoscaler reads from a pod's `/metrics`, and one pod's window between two
+//! scrapes: offered and acknowledged points per second, p95 write latency from the
+//! histogram's bucket deltas (the bound of the bucket the 95th percentile falls in: never
+//! optimistic), write requests refused with 503, and how fast the WAL backlog grew.
+
+use sluice_core::metric_names as names;
+
+use super::estimate::{Exclusion, Window};
+
+/// The figures of one scrape. Counters are as exported (totals since the process started).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodSample {
+    pub offered: f64,
+    pub acked: f64,
+    /// Write latency histogram, summed over the write endpoints: `(le seconds, cumulative
+    /// count)` in bound order, `+Inf` last.
+    pub write_buckets: Vec<(f64, f64)>,
+    /// Write requests answered 503.
+    pub refused: f64,
+    pub backlog_bytes: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScrapeError {
+    #[error("line {line}: {what}")]
+    Syntax { line: usize, what: String },
+    #[error("{0} is missing: not a sluice-server's /metrics")]
+    Missing(String),
+}
+
+/// A sample's labels, `(name, value)` in the order written.
+type Labels = Vec<(String, String)>;
+
+/// One sample line: its metric name, labels and value.
+fn sample(line: &str) -> Option<(&str, Labels, &str)> {
+    let (head, value) = line.rsplit_once(' ')?;
+    let Some(open) = head.find('{') else {
+        return Some((head, Vec::new(), value));
+    };
+    let name = &head[..open];
+    let body = head[open + 1..].strip_suffix('}')?;
+    let mut labels = Vec::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once("=\"")?;
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            match chars.next()? {
+                (_, '\\') => match chars.next()?.1 {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                (i, '"') => break i,
+                (_, c) => value.push(c),
+            }
+        };
+        labels.push((key.trim_start_matches(',').to_string(), value));
+        rest = after[end + 1..].trim_start_matches(',');
+    }
+    Some((name, labels, value))
+}
+
+fn label<'a>(labels: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    labels
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+fn number(v: &str) -> Option<f64> {
+    match v {
+        "+Inf" => Some(f64::INFINITY),
+        "-Inf" => Some(f64::NEG_INFINITY),
+        _ => v.parse().ok(),
+    }
+}
+
+/// Reads the figures the autoscaler needs from a Prometheus text exposition.
+pub fn parse(text: &str) -> Result<PodSample, ScrapeError> {
+    let offered = names::full(names::POINTS_OFFERED);
+    let acked = names::full(names::POINTS_ACKNOWLEDGED);
+    let bucket = format!("{}_bucket", names::full(names::REQUEST_DURATION));
+    let requests = names::full(names::REQUESTS);
+    let backlog = names::full(names::WAL_BACKLOG_BYTES);
+    let (mut s, mut seen) = (PodSample::default(), [false; 3]);
+    for (i, line) in text.lines().enumerate() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let syntax = |what: &str| ScrapeError::Syntax {
+            line: i + 1,
+            what: what.into(),
+        };
+        let (name, labels, value) = sample(line).ok_or_else(|| syntax("not a sample"))?;
+        let is_write =
+            || label(&labels, "endpoint").is_some_and(|e| names::WRITE_ENDPOINTS.contains(&e));
+        let v = || number(value).ok_or_else(|| syntax("not a number"));
+        if name == offered {
+            s.offered = v()?;
+            seen[0] = true;
+        } else if name == acked {
+            s.acked = v()?;
+            seen[1] = true;
+        } else if name == backlog {
+            s.backlog_bytes = v()?;
+            seen[2] = true;
+        } else if name == bucket && is_write() {
+            let le = label(&labels, "le")
+                .and_then(number)
+                .ok_or_else(|| syntax("a bucket without le"))?;
+            let n = v()?;
+            match s.write_buckets.iter_mut().find(|(b, _)| *b == le) {
+                Some((_, c)) => *c += n,
+                None => s.write_buckets.push((le, n)),
+            }
+        } else if name == requests && is_write() && label(&labels, "code") == Some("503") {
+            s.refused += v()?;
+        }
+    }
+    for (ok, name) in seen.iter().zip([&offered, &acked, &backlog]) {
+        if !ok {
+            return Err(ScrapeError::Missing(name.clone()));
+        }
+    }
+    s.write_buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(s)
+}
+
+/// The window between two scrapes of one pod, `prev_s` and `next_s` seconds apart on a
+/// steady clock. A counter that went backwards means the process restarted in between.
+pub fn window(
+    prev: &PodSample,
+    prev_s: f64,
+    next: &PodSample,
+    next_s: f64,
+    excluded: Option<Exclusion>,
+) -> Window {
+    let dt = (next_s - prev_s).max(1e-3);
+    let restarted = next.offered < prev.offered
+        || next.acked < prev.acked
+        || next.refused < prev.refused
+        || next
+            .write_buckets
+            .iter()
+            .zip(&prev.write_buckets)
+            .any(|(n, p)| n.1 < p.1);
+    Window {
+        end_s: next_s,
+        offered_pps: (next.offered - prev.offered).max(0.0) / dt,
+        acked_pps: (next.acked - prev.acked).max(0.0) / dt,
+        p95_ms: p95_ms(prev, next),
+        refused: (next.refused - prev.refused).max(0.0) as u64,
+        backlog_slope: (next.backlog_bytes - prev.backlog_bytes) / dt,
+        excluded: excluded.or(restarted.then_some(Exclusion::Restarted)),
+    }
+}
+
+/// The upper bound of the bucket holding the 95th percentile of the requests between the two
+/// scrapes, ms; `None` without requests (or when it is past the last finite bound).
+fn p95_ms(prev: &PodSample, next: &PodSample) -> Option<f64> {
+    let delta: Vec<(f64, f64)> = next
+        .write_buckets
+        .iter()
+        .map(|(le, n)| {
+            let before = prev
+                .write_buckets
+                .iter()
+                .find(|(b, _)| b == le)
+                .map_or(0.0, |(_, c)| *c);
+            (*le, n - before)
+        })
+        .collect();
+    let total = delta.last().map(|(_, n)| *n)?;
+    if total <= 0.0 {
+        return None;
+    }
+    let le = delta.iter().find(|(_, n)| *n >= 0.95 * total)?.0;
+    le.is_finite().then_some(le * 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two scrapes of a real sluice-server (debug build) 20 and 60 writes of 5,000 points in.
+    const FIRST: &str = include_str!("../../testdata/server-metrics-1.txt");
+    const SECOND: &str = include_str!("../../testdata/server-metrics-2.txt");
+
+    #[test]
+    fn a_real_servers_metrics_give_the_figures() {
+        let a = parse(FIRST).unwrap();
+        assert_eq!((a.offered, a.acked, a.refused), (100_000.0, 100_000.0, 0.0));
+        assert_eq!(a.write_buckets.last(), Some(&(f64::INFINITY, 20.0)));
+        let b = parse(SECOND).unwrap();
+        assert_eq!(b.acked, 300_000.0);
+        let w = window(&a, 100.0, &b, 110.0, None);
+        assert_eq!(w.offered_pps, 20_000.0);
+        assert_eq!(w.acked_pps, 20_000.0);
+        // 35 of the 40 new requests took at most 12.8 ms, all at most 25.6 ms.
+        assert_eq!(w.p95_ms, Some(25.6));
+        assert_eq!(w.excluded, None);
+    }
+
+    #[test]
+    fn a_restart_between_scrapes_excludes_the_window() {
+        let a = parse(FIRST).unwrap();
+        let b = parse(SECOND).unwrap();
+        let w = window(&b, 0.0, &a, 10.0, None);
+        assert_eq!(w.excluded, Some(Exclusion::Restarted));
+        assert_eq!(w.offered_pps, 0.0);
+        let w = window(&a, 0.0, &b, 10.0, Some(Exclusion::Draining));
+        assert_eq!(w.excluded, Some(Exclusion::Draining));
+    }
+
+    #[test]
+    fn refusals_and_labels_with_escapes_are_read() {
+        let text = "sluice_points_offered_total 10\nsluice_points_acknowledged_total 5\nsluice_wal_backlog_bytes 7\n\
+                    sluice_http_requests_total{code=\"503\",endpoint=\"write\"} 3\n\
+                    sluice_http_requests_total{code=\"503\",endpoint=\"write_v2\"} 2\n\
+                    sluice_http_requests_total{code=\"503\",endpoint=\"sql\"} 9\n\
+                    other{a=\"x\\\"y,z\",b=\"\"} 1\n";
+        let s = parse(text).unwrap();
+        assert_eq!((s.refused, s.backlog_bytes), (5.0, 7.0));
+        assert_eq!(
+            parse("sluice_points_offered_total 1\n"),
+            Err(ScrapeError::Missing(
+                "sluice_points_acknowledged_total".into()
+            ))
+        );
+        assert!(matches!(
+            parse("x{a=\"1\" 2\n"),
+            Err(ScrapeError::Syntax { line: 1, .. })
+        ));
+    }
+}
