@@ -65,6 +65,11 @@ pub struct App {
     /// Takes writes: false while replaying and while draining.
     pub ready: AtomicBool,
     pub draining: AtomicBool,
+    /// When a decommission started (see `POST /decommission`); `None` when there is none.
+    pub decommissioned_since: std::sync::Mutex<Option<std::time::SystemTime>>,
+    /// Writes between their readiness check and their answer: a decommission's WAL is empty
+    /// only when none is left to commit.
+    pub writes_in_flight: std::sync::atomic::AtomicUsize,
     /// The data volume's last sample (see [`crate::disk`]).
     pub disk: Arc<crate::disk::DiskWatch>,
     workers: std::sync::Mutex<Vec<JoinHandle<()>>>,
@@ -212,6 +217,8 @@ impl App {
             ),
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
+            decommissioned_since: std::sync::Mutex::new(None),
+            writes_in_flight: std::sync::atomic::AtomicUsize::new(0),
             disk,
             workers: std::sync::Mutex::new(vec![disk_watch]),
             cfg,
@@ -286,6 +293,14 @@ impl App {
             let _ = w.join();
         }
         flushed
+    }
+
+    /// Whether a decommission is under way: the pod refuses writes and flushes its WAL.
+    pub fn decommissioning(&self) -> bool {
+        self.decommissioned_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
     }
 
     /// Gauges computed at scrape time.

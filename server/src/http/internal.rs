@@ -144,7 +144,7 @@ async fn guarded(app: &Arc<App>, q: &str) -> Result<(), Response> {
 }
 
 /// Compares two secrets in time that depends on their lengths only, not on where they differ.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
+pub(super) fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -13,6 +13,7 @@
 
 mod admission;
 mod body;
+mod decommission;
 mod internal;
 mod ops;
 mod read;
@@ -45,6 +46,12 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/health", get(ops::health))
         .route("/ready", get(ops::ready))
         .route("/metrics", get(ops::metrics))
+        .route(
+            "/decommission",
+            get(decommission::get)
+                .post(decommission::start)
+                .delete(decommission::cancel),
+        )
         .route(
             crate::cluster::PARTIAL_PATH,
             get(internal::partial).head(internal::head),

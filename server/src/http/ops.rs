@@ -52,7 +52,9 @@ pub(super) async fn ready(State(app): State<Arc<App>>) -> Response {
         )
             .into_response()
     } else {
-        let reason = if app.draining.load(Ordering::Acquire) {
+        let reason = if app.decommissioning() {
+            "decommissioning"
+        } else if app.draining.load(Ordering::Acquire) {
             "draining"
         } else {
             "replaying write-ahead log"

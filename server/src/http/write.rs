@@ -120,12 +120,43 @@ async fn write(app: &Arc<App>, p: WriteParams, headers: &HeaderMap, body: Body) 
     }
 }
 
+/// A write between its readiness check and its answer.
+struct InFlight<'a>(&'a App);
+
+impl<'a> InFlight<'a> {
+    fn enter(app: &'a App) -> Self {
+        app.writes_in_flight.fetch_add(1, Ordering::AcqRel);
+        Self(app)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.writes_in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 async fn write_stages(
     app: &Arc<App>,
     p: WriteParams,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Outcome, Response> {
+    // Counted before the check, so that a decommission that starts after it waits for this
+    // write to commit (or to be refused) before it reports the WAL empty.
+    let _in_flight = InFlight::enter(app);
+    if app.decommissioning() {
+        // Closing the connection moves a kept-alive client, through the Service, to a pod
+        // that stays.
+        let mut r = retry_later(
+            "this pod is being decommissioned: it takes no more writes; retry (through the tenant's Service, another pod takes them)",
+        );
+        r.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+        return Err(r);
+    }
     if !app.ready.load(Ordering::Acquire) {
         return Err(retry_later("server is starting or shutting down; retry"));
     }
