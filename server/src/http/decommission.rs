@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use axum::extract::{Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -69,14 +69,24 @@ fn status(app: &App) -> serde_json::Value {
     })
 }
 
-pub(super) async fn start(
+/// `POST` starts, `GET` reports, `DELETE` cancels.
+pub(super) async fn handle(
     State(app): State<Arc<App>>,
+    method: Method,
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
     if let Err(r) = admin(&app, &params, &headers) {
         return r;
     }
+    match method {
+        Method::POST => start(&app),
+        Method::DELETE => cancel(&app),
+        _ => (StatusCode::OK, axum::Json(status(&app))).into_response(),
+    }
+}
+
+fn start(app: &App) -> Response {
     if !app.ready.load(Ordering::Acquire) && !app.decommissioning() {
         return error(
             StatusCode::CONFLICT,
@@ -96,28 +106,10 @@ pub(super) async fn start(
             tracing::info!("decommissioning: writes refused, flushing the WAL");
         }
     }
-    (StatusCode::ACCEPTED, axum::Json(status(&app))).into_response()
+    (StatusCode::ACCEPTED, axum::Json(status(app))).into_response()
 }
 
-pub(super) async fn get(
-    State(app): State<Arc<App>>,
-    Query(params): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(r) = admin(&app, &params, &headers) {
-        return r;
-    }
-    (StatusCode::OK, axum::Json(status(&app))).into_response()
-}
-
-pub(super) async fn cancel(
-    State(app): State<Arc<App>>,
-    Query(params): Query<HashMap<String, String>>,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(r) = admin(&app, &params, &headers) {
-        return r;
-    }
+fn cancel(app: &App) -> Response {
     let mut since = app
         .decommissioned_since
         .lock()
@@ -129,5 +121,5 @@ pub(super) async fn cancel(
         tracing::info!("decommission cancelled: taking writes again");
     }
     drop(since);
-    (StatusCode::OK, axum::Json(status(&app))).into_response()
+    (StatusCode::OK, axum::Json(status(app))).into_response()
 }

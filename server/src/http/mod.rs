@@ -48,9 +48,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(ops::metrics))
         .route(
             "/decommission",
-            get(decommission::get)
-                .post(decommission::start)
-                .delete(decommission::cancel),
+            get(decommission::handle)
+                .post(decommission::handle)
+                .delete(decommission::handle),
         )
         .route(
             crate::cluster::PARTIAL_PATH,
