@@ -159,7 +159,7 @@ impl Context {
         })
     }
 
-    async fn event(
+    pub(crate) async fn event(
         &self,
         tenant: &IngestTenant,
         type_: EventType,
@@ -385,10 +385,19 @@ async fn update_status(
     }
     let ns = tenant.namespace().ok_or(Error::NoNamespace)?;
     let api: Api<IngestTenant> = Api::namespaced(ctx.client.clone(), &ns);
+    // The autoscaler's fields are its own (it writes them under its field manager): applying
+    // them from this reconcile's read could put back an older knee or last scaling.
+    let applied = IngestTenantStatus {
+        knee: None,
+        rate: None,
+        p95: None,
+        last_scaling: None,
+        ..next.clone()
+    };
     let patch = serde_json::json!({
         "apiVersion": format!("{}/v1alpha1", crate::crd::GROUP),
         "kind": "IngestTenant",
-        "status": next,
+        "status": applied,
     });
     api.patch_status(
         &tenant.name_any(),

@@ -4,8 +4,8 @@
 //! [`crd::IngestTenant`] into a [`validate::ValidTenant`] (or a precise refusal),
 //! [`builders`] turn that into Kubernetes objects with pure functions, [`controller`] applies
 //! them with server-side apply and writes the status computed by [`status`]. [`leader`] keeps
-//! several operator replicas from acting at once. [`autoscale`] holds the knee autoscaler's
-//! pure rules (estimating a pod's knee, deciding replicas), not yet wired to the reconciler.
+//! several operator replicas from acting at once. [`autoscale`] is the knee autoscaler:
+//! pure rules (estimating a pod's knee, deciding replicas) and the loop that runs them.
 //!
 //! The operator depends on `sluice-core` for the server's configuration schema and never on
 //! `sluice-server`: it must not link chDB.

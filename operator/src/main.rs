@@ -146,7 +146,10 @@ async fn run(args: Args) -> Result<ExitCode, String> {
     let code = if args.no_leader_election {
         warn!("leader election is off: run only one replica");
         metrics.leader.set(1);
-        controller::run(ctx, wait(cancel.clone())).await;
+        tokio::join!(
+            controller::run(ctx.clone(), wait(cancel.clone())),
+            autoscaler(ctx, wait(cancel.clone())),
+        );
         ExitCode::SUCCESS
     } else {
         let lease_ns = args.lease_namespace.clone().unwrap_or(default_ns);
@@ -168,6 +171,15 @@ async fn run(args: Args) -> Result<ExitCode, String> {
 
 async fn wait(c: Cancel) {
     c.cancelled().await
+}
+
+/// The knee autoscaler, beside the reconciler under the same leadership: every 10 s it scrapes
+/// the Ready pods of each tenant with `autoscaling.enabled`.
+async fn autoscaler(ctx: Arc<Context>, stop: impl std::future::Future<Output = ()>) {
+    let scrape = Arc::new(sluice_operator::autoscale::run::HttpScrape {
+        timeout: Duration::from_secs(2),
+    });
+    sluice_operator::autoscale::run::run(ctx, scrape, Duration::from_secs(10), stop).await
 }
 
 /// Waits for the Lease, reconciles while holding it, and stops reconciling at once when it is
@@ -202,7 +214,10 @@ async fn lead(
             kept
         })
     };
-    controller::run(ctx, wait(stop_rx)).await;
+    tokio::join!(
+        controller::run(ctx.clone(), wait(stop_rx.clone())),
+        autoscaler(ctx, wait(stop_rx)),
+    );
     metrics.leader.set(0);
     let kept = holder.await.unwrap_or(false);
     if !kept {

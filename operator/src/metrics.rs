@@ -5,7 +5,9 @@
 
 use std::time::Instant;
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{
+    GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+};
 
 #[derive(Clone)]
 pub struct Metrics {
@@ -22,6 +24,16 @@ pub struct Metrics {
     pub status_writes: IntCounter,
     /// 1 while this replica holds the leader Lease.
     pub leader: IntGauge,
+    /// The autoscaler's knee estimate per pod, points/s, by tenant.
+    pub autoscaler_knee: GaugeVec,
+    /// Points/s offered to the tenant's Ready pods, by tenant.
+    pub autoscaler_offered: GaugeVec,
+    /// The highest p95 write latency of the tenant's pods, seconds, by tenant.
+    pub autoscaler_p95: GaugeVec,
+    /// The autoscaler's replica count, by tenant.
+    pub autoscaler_desired: GaugeVec,
+    /// Decisions by reason (`decide::Reason`).
+    pub autoscaler_decisions: IntCounterVec,
 }
 
 impl Metrics {
@@ -45,12 +57,41 @@ impl Metrics {
         )?;
         let status_writes = IntCounter::new("status_writes_total", "Tenant status updates")?;
         let leader = IntGauge::new("leader", "1 while this replica holds the leader Lease")?;
+        let by_tenant = |name: &str, help: &str| GaugeVec::new(Opts::new(name, help), &["tenant"]);
+        let autoscaler_knee = by_tenant(
+            "autoscaler_knee_points_per_second",
+            "Estimated knee per pod (points/s)",
+        )?;
+        let autoscaler_offered = by_tenant(
+            "autoscaler_offered_points_per_second",
+            "Points/s offered to the tenant's Ready pods",
+        )?;
+        let autoscaler_p95 = by_tenant(
+            "autoscaler_p95_seconds",
+            "Highest p95 write latency among the tenant's pods",
+        )?;
+        let autoscaler_desired = by_tenant(
+            "autoscaler_desired_replicas",
+            "Replicas the autoscaler decided",
+        )?;
+        let autoscaler_decisions = IntCounterVec::new(
+            Opts::new(
+                "autoscaler_decisions_total",
+                "Autoscaler decisions by reason",
+            ),
+            &["reason"],
+        )?;
         registry.register(Box::new(reconciles.clone()))?;
         registry.register(Box::new(failures.clone()))?;
         registry.register(Box::new(duration.clone()))?;
         registry.register(Box::new(applies.clone()))?;
         registry.register(Box::new(status_writes.clone()))?;
         registry.register(Box::new(leader.clone()))?;
+        registry.register(Box::new(autoscaler_knee.clone()))?;
+        registry.register(Box::new(autoscaler_offered.clone()))?;
+        registry.register(Box::new(autoscaler_p95.clone()))?;
+        registry.register(Box::new(autoscaler_desired.clone()))?;
+        registry.register(Box::new(autoscaler_decisions.clone()))?;
         Ok(Self {
             registry,
             reconciles,
@@ -59,6 +100,11 @@ impl Metrics {
             applies,
             status_writes,
             leader,
+            autoscaler_knee,
+            autoscaler_offered,
+            autoscaler_p95,
+            autoscaler_desired,
+            autoscaler_decisions,
         })
     }
 

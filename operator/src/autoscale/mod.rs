@@ -1,11 +1,12 @@
-//! The knee autoscaler's pure core: what a pod's knee is, from calibration and from live
-//! windows ([`estimate`]), and how many replicas a tenant needs ([`decide`]). No Kubernetes,
-//! no clocks, no I/O: time is seconds passed in, so every rule is unit-tested on synthetic load
-//! curves. Scraping the pods and writing `spec.replicas` and the status are the reconciler's.
+//! The knee autoscaler. Its rules are pure: what a pod's knee is, from calibration and from
+//! live windows ([`estimate`]), one pod's window from two scrapes ([`scrape`]), and how many
+//! replicas a tenant needs ([`decide`]); time is seconds passed in, so every rule is
+//! unit-tested on synthetic load curves. [`run`] is the loop that scrapes the pods and reports.
 //!
 //! The rule for "a pod keeps up at this rate" is the load generator's knee rule
 //! ([`sluice_core::knee`]): at least 99 % acknowledged, nothing dropped, p95 bounded.
 
 pub mod decide;
 pub mod estimate;
+pub mod run;
 pub mod scrape;

@@ -186,7 +186,9 @@ pub struct IngestTenantSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scaling: Option<ScalingSpec>,
 
-    /// Latency-knee autoscaling (acted on by a later version of the operator).
+    /// Latency-knee autoscaling: the operator adds replicas when the pods fall behind or the
+    /// offered rate needs more pods at their measured knee (scale-down waits for
+    /// decommissioning).
     #[serde(default)]
     pub autoscaling: AutoscalingSpec,
 

@@ -1,0 +1,318 @@
+//! The autoscaler's loop: every few seconds, for each tenant with `autoscaling.enabled`, scrape
+//! its Ready pods' `/metrics`, move the knee estimate by the windows since the last scrape,
+//! decide, and report: `status.knee`, `status.rate`, `status.p95` and, when the decision
+//! changes the replica count, `spec.replicas` (the field `/scale` writes; the reconciler rolls
+//! the StatefulSet), `status.lastScaling` and an Event. It runs beside the reconciler under the
+//! same leader election and writes no other object. Calibration pods are not built: the knee
+//! comes from live traffic only, and without one the autoscaler acts on distress alone.
+//! Scale-down waits for decommissioning (the decision holds with `ScaleDownDisabled`).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::chrono::Utc;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::ResourceExt;
+use serde_json::json;
+use tracing::{debug, warn};
+
+use super::decide::{decide, History, Observed, Policy};
+use super::estimate::{Estimate, Exclusion, Rules, Window};
+use super::scrape::{parse, window, PodSample};
+use crate::builders;
+use crate::controller::Context;
+use crate::crd::IngestTenant;
+
+/// Reads one pod's `/metrics`.
+pub trait Scrape: Send + Sync {
+    fn scrape<'a>(
+        &'a self,
+        pod: &'a Pod,
+    ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
+}
+
+/// `GET http://<pod IP>:8086/metrics`, bounded by a timeout.
+pub struct HttpScrape {
+    pub timeout: Duration,
+}
+
+impl Scrape for HttpScrape {
+    fn scrape<'a>(
+        &'a self,
+        pod: &'a Pod,
+    ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>> {
+        Box::pin(async move {
+            let ip = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.pod_ip.clone())
+                .ok_or("no pod IP")?;
+            let addr = format!("{ip}:{}", crate::validate::HTTP_PORT);
+            tokio::time::timeout(self.timeout, get_metrics(&addr))
+                .await
+                .map_err(|_| format!("{addr}: no answer within {:?}", self.timeout))?
+        })
+    }
+}
+
+/// A plain HTTP/1.0 GET: the answer is a small text, and the operator needs no HTTP client
+/// beyond this.
+async fn get_metrics(addr: &str) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("{addr}: {e}"))?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: sluice\r\n\r\n")
+        .await
+        .map_err(|e| format!("{addr}: {e}"))?;
+    let mut buf = Vec::new();
+    s.take(16 << 20)
+        .read_to_end(&mut buf)
+        .await
+        .map_err(|e| format!("{addr}: {e}"))?;
+    let text = String::from_utf8_lossy(&buf);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("{addr}: not an HTTP answer"))?;
+    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+        return Err(format!(
+            "{addr}: {}",
+            head.lines().next().unwrap_or_default()
+        ));
+    }
+    Ok(body.to_string())
+}
+
+/// What the loop remembers of a tenant between ticks.
+struct TenantState {
+    /// Per pod (by UID): its last sample and when it was taken.
+    samples: HashMap<String, (PodSample, f64)>,
+    estimate: Estimate,
+    history: History,
+}
+
+/// A pod counts as warming this long after its container started.
+const WARMING: Duration = Duration::from_secs(30);
+
+pub async fn run(
+    ctx: Arc<Context>,
+    scraper: Arc<dyn Scrape>,
+    every: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
+    let clock = Instant::now();
+    let mut tenants: HashMap<String, TenantState> = HashMap::new();
+    let tick = async {
+        loop {
+            if let Err(e) = tick(&ctx, scraper.as_ref(), clock, &mut tenants).await {
+                warn!(error = %e, "autoscaler: cannot list tenants");
+            }
+            tokio::time::sleep(every).await;
+        }
+    };
+    tokio::select! {
+        _ = tick => {}
+        _ = shutdown => {}
+    }
+}
+
+async fn tick(
+    ctx: &Context,
+    scraper: &dyn Scrape,
+    clock: Instant,
+    tenants: &mut HashMap<String, TenantState>,
+) -> Result<(), kube::Error> {
+    let api: Api<IngestTenant> = match &ctx.options.namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    let list = api.list(&ListParams::default()).await?;
+    let enabled: Vec<&IngestTenant> = list
+        .items
+        .iter()
+        .filter(|t| t.spec.autoscaling.enabled && t.metadata.deletion_timestamp.is_none())
+        .collect();
+    tenants.retain(|k, _| enabled.iter().any(|t| builders::tenant_key(t) == *k));
+    for t in enabled {
+        let state = tenants
+            .entry(builders::tenant_key(t))
+            .or_insert_with(|| TenantState {
+                samples: HashMap::new(),
+                estimate: Estimate::unknown(),
+                history: History::default(),
+            });
+        if let Err(e) = step(ctx, scraper, clock, t, state).await {
+            warn!(tenant = %builders::tenant_key(t), error = %e, "autoscaler step failed");
+        }
+    }
+    Ok(())
+}
+
+fn ready(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none()
+        && p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn warming(p: &Pod) -> bool {
+    let started = p
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.first())
+        .and_then(|c| c.state.as_ref())
+        .and_then(|s| s.running.as_ref())
+        .and_then(|r| r.started_at.as_ref());
+    started.is_some_and(|t| (Utc::now() - t.0).num_seconds() < WARMING.as_secs() as i64)
+}
+
+async fn step(
+    ctx: &Context,
+    scraper: &dyn Scrape,
+    clock: Instant,
+    t: &IngestTenant,
+    state: &mut TenantState,
+) -> Result<(), kube::Error> {
+    let ns = t.namespace().unwrap_or_default();
+    let name = t.name_any();
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let listed = pods
+        .list(&ListParams::default().labels(&builders::selector_string(&name)))
+        .await?;
+    let now_s = clock.elapsed().as_secs_f64();
+    let rules = Rules::new(p95_target_ms(t));
+    let mut windows: Vec<Window> = Vec::new();
+    let mut ready_pods = 0;
+    for p in listed.items.iter().filter(|p| ready(p)) {
+        ready_pods += 1;
+        let uid = p.uid().unwrap_or_default();
+        let sample = match scraper
+            .scrape(p)
+            .await
+            .and_then(|text| parse(&text).map_err(|e| e.to_string()))
+        {
+            Ok(s) => s,
+            Err(e) => {
+                debug!(pod = %p.name_any(), error = %e, "autoscaler: cannot scrape");
+                continue;
+            }
+        };
+        if let Some((prev, prev_s)) = state.samples.insert(uid, (sample.clone(), now_s)) {
+            let excluded = warming(p).then_some(Exclusion::Warming);
+            windows.push(window(&prev, prev_s, &sample, now_s, excluded));
+        }
+    }
+    state
+        .samples
+        .retain(|uid, _| listed.items.iter().any(|p| p.uid().as_deref() == Some(uid)));
+    let counted: Vec<&Window> = windows.iter().filter(|w| w.excluded.is_none()).collect();
+    if counted.is_empty() {
+        return Ok(());
+    }
+    for w in &windows {
+        state.estimate.observe(w, &rules);
+    }
+    let obs = Observed {
+        now_s,
+        replicas: t.spec.replicas,
+        ready: ready_pods,
+        offered_pps: counted.iter().map(|w| w.offered_pps).sum(),
+        acked_pps: counted.iter().map(|w| w.acked_pps).sum(),
+        p95_ms: counted.iter().filter_map(|w| w.p95_ms).reduce(f64::max),
+        backlog_growing: counted
+            .iter()
+            .any(|w| w.backlog_slope > rules.max_backlog_slope),
+    };
+    let knee = state.estimate.knee(now_s, &rules);
+    let (min, max) = t
+        .spec
+        .scaling
+        .as_ref()
+        .map_or((t.spec.replicas, t.spec.replicas), |s| {
+            (s.min_replicas, s.max_replicas)
+        });
+    let policy = Policy::new(min, max, rules.criteria.p95_max_ms);
+    let d = decide(&policy, &obs, knee, &mut state.history);
+    let m = &ctx.metrics;
+    let key = builders::tenant_key(t);
+    m.autoscaler_decisions
+        .with_label_values(&[d.reason.as_str()])
+        .inc();
+    m.autoscaler_offered
+        .with_label_values(&[&key])
+        .set(obs.offered_pps);
+    m.autoscaler_desired
+        .with_label_values(&[&key])
+        .set(d.replicas as f64);
+    if let Some(k) = knee {
+        m.autoscaler_knee.with_label_values(&[&key]).set(k);
+    }
+    if let Some(p) = obs.p95_ms {
+        m.autoscaler_p95.with_label_values(&[&key]).set(p / 1000.0);
+    }
+    let api: Api<IngestTenant> = Api::namespaced(ctx.client.clone(), &ns);
+    let now = Time(Utc::now());
+    let mut status = json!({
+        "rate": obs.offered_pps.round(),
+        "p95": obs.p95_ms.map(|p| format!("{}ms", p.round())),
+    });
+    if let Some(k) = knee {
+        status["knee"] = json!({ "pointsPerSecond": k.round(), "measuredAt": now });
+    }
+    if d.replicas != t.spec.replicas {
+        let note = format!(
+            "from {} to {} replicas: {} (offered {:.0} points/s, acknowledged {:.0}, knee {}, p95 {})",
+            t.spec.replicas,
+            d.replicas,
+            d.reason.as_str(),
+            obs.offered_pps,
+            obs.acked_pps,
+            knee.map_or("unknown".into(), |k| format!("{k:.0} points/s per pod")),
+            obs.p95_ms.map_or("unknown".into(), |p| format!("{p:.0} ms")),
+        );
+        api.patch(
+            &name,
+            &params(),
+            &Patch::Merge(&json!({ "spec": { "replicas": d.replicas } })),
+        )
+        .await?;
+        status["lastScaling"] = json!({
+            "time": now, "from": t.spec.replicas, "to": d.replicas, "reason": d.reason.as_str()
+        });
+        ctx.event(t, EventType::Normal, "Autoscaled", "Scale", note)
+            .await;
+    }
+    api.patch_status(
+        &name,
+        &params(),
+        &Patch::Merge(&json!({ "status": status })),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Writes as `sluice-autoscaler`, so that the reconciler's status applies leave its fields alone.
+fn params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    }
+}
+
+/// The autoscaler's field manager.
+pub const FIELD_MANAGER: &str = "sluice-autoscaler";
+
+/// `autoscaling.p95Target` in ms (250 when it does not parse; validation refuses that).
+fn p95_target_ms(t: &IngestTenant) -> f64 {
+    sluice_core::config::parse_duration(&t.spec.autoscaling.p95_target)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(250.0)
+}
