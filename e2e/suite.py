@@ -571,7 +571,10 @@ def metric_names(text):
 # Counters with labels appear in /metrics only once something was counted; a healthy run has no
 # flush failures or backpressure.
 ONLY_AFTER_TROUBLE = {"sluice_flush_failures_total", "sluice_backpressure_total", "sluice_chdb_errors_total",
-                      "sluice_operator_reconcile_errors_total"}
+                      "sluice_operator_reconcile_errors_total",
+                      # per tenant, once a tenant has autoscaling.enabled
+                      "sluice_operator_autoscaler_at_max", "sluice_operator_autoscaler_p95_seconds",
+                      "sluice_operator_autoscaler_p95_target_seconds"}
 
 
 @scenario

@@ -34,6 +34,10 @@ pub struct Metrics {
     pub autoscaler_desired: GaugeVec,
     /// Decisions by reason (`decide::Reason`).
     pub autoscaler_decisions: IntCounterVec,
+    /// 1 while the autoscaler wants more replicas than `scaling.maxReplicas` allows, by tenant.
+    pub autoscaler_at_max: GaugeVec,
+    /// The tenant's `autoscaling.p95Target`, seconds, by tenant.
+    pub autoscaler_p95_target: GaugeVec,
 }
 
 impl Metrics {
@@ -74,6 +78,14 @@ impl Metrics {
             "autoscaler_desired_replicas",
             "Replicas the autoscaler decided",
         )?;
+        let autoscaler_at_max = by_tenant(
+            "autoscaler_at_max",
+            "1 while more replicas are wanted than scaling.maxReplicas allows",
+        )?;
+        let autoscaler_p95_target = by_tenant(
+            "autoscaler_p95_target_seconds",
+            "The tenant's autoscaling.p95Target",
+        )?;
         let autoscaler_decisions = IntCounterVec::new(
             Opts::new(
                 "autoscaler_decisions_total",
@@ -92,6 +104,8 @@ impl Metrics {
         registry.register(Box::new(autoscaler_p95.clone()))?;
         registry.register(Box::new(autoscaler_desired.clone()))?;
         registry.register(Box::new(autoscaler_decisions.clone()))?;
+        registry.register(Box::new(autoscaler_at_max.clone()))?;
+        registry.register(Box::new(autoscaler_p95_target.clone()))?;
         Ok(Self {
             registry,
             reconciles,
@@ -105,6 +119,8 @@ impl Metrics {
             autoscaler_p95,
             autoscaler_desired,
             autoscaler_decisions,
+            autoscaler_at_max,
+            autoscaler_p95_target,
         })
     }
 

@@ -252,6 +252,14 @@ async fn step(
     m.autoscaler_desired
         .with_label_values(&[&key])
         .set(d.replicas as f64);
+    m.autoscaler_at_max
+        .with_label_values(&[&key])
+        .set(f64::from(u8::from(
+            d.reason == super::decide::Reason::AtMax,
+        )));
+    m.autoscaler_p95_target
+        .with_label_values(&[&key])
+        .set(rules.criteria.p95_max_ms / 1000.0);
     if let Some(k) = knee {
         m.autoscaler_knee.with_label_values(&[&key]).set(k);
     }
