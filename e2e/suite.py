@@ -583,7 +583,7 @@ def monitoring_follows_the_api():
     Prometheus Operator's CRDs present, helm upgrade adds the PodMonitors and the PrometheusRule."""
     rules = open(os.path.join(CHART, "files", "alerts.yaml")).read()
     dash = open(os.path.join(CHART, "files", "dashboard.json")).read()
-    used = set(re.findall(r"\bsluice_[a-z_]+", rules + dash))
+    used = set(re.findall(r"\bsluice_[a-z0-9_]+", rules + dash))
     used = {re.sub(r"_(bucket|count|sum)$", "", m) for m in used if not m.startswith("sluice_tenant_")}
     pod = tenant_pods()[0]
     base = ACC.pod(pod)
