@@ -368,6 +368,18 @@ def tenant_sql(inner, outer, base=None):
     return json.loads(text)["data"]
 
 
+def influxql(q):
+    """One InfluxQL statement as Grafana sends it (`epoch=ms`), through the tenant's Service: its
+    series, or Fail with the statement's error."""
+    st, body = req("GET", ACC.service(), "/query?" + urllib.parse.urlencode({"db": DB, "epoch": "ms", "q": q}))
+    if st != 200:
+        raise Fail(f"{q}: {st} {body[:300]!r}")
+    res = json.loads(body)["results"][0]
+    if "error" in res:
+        raise Fail(f"{q}: {res['error']}")
+    return res.get("series", [])
+
+
 def count_by_batch(table):
     """{batch: rows} over the whole tenant: one read through the Service, which every pod answers
     its share of."""
@@ -844,17 +856,6 @@ def grafana_queries_through_the_service():
     """InfluxQL as Grafana's data source sends it, through the Service (one pod now): the
     health check, template-variable queries and a query-builder panel see the points written
     at the start, exactly."""
-    svc = ACC.service()
-
-    def influxql(q):
-        path = "/query?" + urllib.parse.urlencode({"db": DB, "epoch": "ms", "q": q})
-        st, body = req("GET", svc, path)
-        if st != 200:
-            raise Fail(f"{q}: {st} {body[:300]!r}")
-        res = json.loads(body)["results"][0]
-        if "error" in res:
-            raise Fail(f"{q}: {res['error']}")
-        return res.get("series", [])
 
     # A scale-down reaches the remaining pod's peer list when the kubelet refreshes it (about a
     # minute): until then its reads name the pod that is gone.
@@ -913,16 +914,6 @@ def three_replicas_read_as_one():
     counts = count_by_batch(w.table)
     if sum(counts.values()) != total:
         raise Fail(f"a read across the tenant counts {sum(counts.values())}, the pods hold {total}: {per_pod}")
-    svc = ACC.service()
-
-    def influxql(q):
-        st, body = req("GET", svc, "/query?" + urllib.parse.urlencode({"db": DB, "epoch": "ms", "q": q}))
-        if st != 200:
-            raise Fail(f"{q}: {st} {body[:300]!r}")
-        res = json.loads(body)["results"][0]
-        if "error" in res:
-            raise Fail(f"{q}: {res['error']}")
-        return res.get("series", [])
     for _ in range(6):  # the Service picks a pod per connection: several coordinators answer
         row = influxql('SELECT count("i"), sum("i") FROM "spread" WHERE time > now() - 1d')[0]["values"][0]
         # Every batch present is whole (verify() checked it): i runs 0..size-1 in each.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use axum::extract::{Query, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -26,11 +26,7 @@ fn admin(app: &App, params: &HashMap<String, String>, headers: &HeaderMap) -> Re
     let Some(token) = app.cluster.token() else {
         return authorize(app, params, headers);
     };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if presented.is_some_and(|p| super::internal::same_secret(p.as_bytes(), token.as_bytes())) {
+    if super::internal::presents(headers, token) {
         Ok(())
     } else {
         Err(error(

@@ -14,7 +14,7 @@ use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::read::{query_error, stream_on, task_failed};
+use super::read::{checked, query_error, stream_on, task_failed};
 use super::{error, observe};
 use crate::app::App;
 use crate::cluster::Partial;
@@ -43,11 +43,7 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
             "this pod has no cluster.token: it does not answer other pods",
         );
     };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if !presented.is_some_and(|p| same_secret(p.as_bytes(), token.as_bytes())) {
+    if !presents(headers, token) {
         return error(StatusCode::UNAUTHORIZED, "not a pod of this tenant");
     }
     let what = match params.get("p").map(|p| Partial::decode(p)) {
@@ -59,13 +55,15 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         Partial::Ping => return (StatusCode::OK, "ok").into_response(),
         Partial::Catalog => return catalog(app),
         Partial::DescribeSql { q } => {
-            if let Err(r) = guarded(app, q).await {
+            // An inner query passes this pod's guard too, whoever sent it: a pod trusts only
+            // its own check.
+            if let Err(r) = checked(app, q).await {
                 return r;
             }
             return describe_sql(app, q.clone()).await;
         }
         Partial::Sql { q } => {
-            if let Err(r) = guarded(app, q).await {
+            if let Err(r) = checked(app, q).await {
                 return r;
             }
         }
@@ -123,28 +121,17 @@ fn catalog(app: &App) -> Response {
         .into_response()
 }
 
-/// An `inner` query passes this pod's guard too (tokens and the engine's parse), whoever
-/// sent it: the gathering pod checked it, but a pod trusts only its own check.
-async fn guarded(app: &Arc<App>, q: &str) -> Result<(), Response> {
-    if let Err(refusal) = app.guard.check(q) {
-        return Err(error(
-            StatusCode::FORBIDDEN,
-            format!("query refused: {refusal}"),
-        ));
-    }
-    let (app2, q2, wait) = (app.clone(), q.to_string(), app.cfg.query.queue_timeout);
-    match tokio::task::spawn_blocking(move || app2.engine.explain_ast(&q2, wait)).await {
-        Ok(Ok(tree)) => app
-            .guard
-            .check_ast(&tree)
-            .map_err(|refusal| error(StatusCode::FORBIDDEN, format!("query refused: {refusal}"))),
-        Ok(Err(e)) => Err(query_error(app, e)),
-        Err(e) => Err(task_failed(e)),
-    }
+/// Whether `headers` carry `Authorization: Bearer <token>`.
+pub(super) fn presents(headers: &HeaderMap, token: &str) -> bool {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|p| same_secret(p.as_bytes(), token.as_bytes()))
 }
 
 /// Compares two secrets in time that depends on their lengths only, not on where they differ.
-pub(super) fn same_secret(a: &[u8], b: &[u8]) -> bool {
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

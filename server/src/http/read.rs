@@ -255,7 +255,7 @@ async fn run_tenant_sql(
 }
 
 /// Checks `q` twice (tokens, then the engine's own parse of it); the parse tree on success.
-async fn checked(app: &Arc<App>, q: &str) -> Result<String, Response> {
+pub(super) async fn checked(app: &Arc<App>, q: &str) -> Result<String, Response> {
     if let Err(refusal) = app.guard.check(q) {
         return Err(error(
             StatusCode::FORBIDDEN,
