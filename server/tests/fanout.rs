@@ -241,6 +241,33 @@ fn pods_that_hold_different_things_still_answer_together() {
     assert!(dbs.contains("\"d\"") && dbs.contains("\"e\""), "{v}");
     let (_, v, _) = query(a, "db=e", "SELECT v FROM other");
     assert_eq!(v["results"][0]["series"][0]["values"][0][1], 1.0, "{v}");
+    // /sql across the tenant: pods without the table answer no rows; a table no pod has, or
+    // an inner query that writes, is a clear refusal.
+    let tenant_sql = |inner: &str| {
+        c.request(
+            "POST",
+            "/sql",
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            serde_urlencoded::to_string([
+                ("inner", inner),
+                ("q", "SELECT sum(n) FROM tenant FORMAT TSV"),
+            ])
+            .expect("encode")
+            .as_bytes(),
+        )
+    };
+    let r = tenant_sql("SELECT count() AS n FROM d_autogen_only");
+    assert_eq!((r.status, r.body.trim()), (200, "1"), "{}", r.body);
+    let r = tenant_sql("SELECT count() AS n FROM d_autogen_nosuch");
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body
+            .contains("no pod of the tenant can run the inner query"),
+        "{}",
+        r.body
+    );
+    let r = tenant_sql("INSERT INTO d_autogen_only SELECT * FROM d_autogen_only");
+    assert_eq!(r.status, 403, "{}", r.body);
 }
 
 #[test]
