@@ -253,6 +253,9 @@ pub struct ClusterConfig {
     /// read (or is left out with `partial=true`).
     #[serde(with = "duration_str")]
     pub receive_timeout: Duration,
+    /// Rows per chunk when a decommissioned pod hands its tables over: a kill makes the
+    /// receiver copy at most this much again (the copy streams; memory does not depend on it).
+    pub handoff_chunk_rows: u64,
 }
 
 impl Default for ClusterConfig {
@@ -264,6 +267,7 @@ impl Default for ClusterConfig {
             token_file: None,
             connect_timeout: Duration::from_secs(2),
             receive_timeout: Duration::from_secs(30),
+            handoff_chunk_rows: 2_000_000,
         }
     }
 }
@@ -648,6 +652,10 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
     ("SLUICE_CLUSTER_TOKEN_FILE", "cluster.token_file"),
     ("SLUICE_CLUSTER_CONNECT_TIMEOUT", "cluster.connect_timeout"),
     ("SLUICE_CLUSTER_RECEIVE_TIMEOUT", "cluster.receive_timeout"),
+    (
+        "SLUICE_CLUSTER_HANDOFF_CHUNK_ROWS",
+        "cluster.handoff_chunk_rows",
+    ),
 ];
 
 /// Overrides configuration keys from `SLUICE_*` variables. Takes the variables as an iterator
@@ -744,6 +752,7 @@ where
             "SLUICE_CLUSTER_TOKEN_FILE" => cfg.cluster.token_file = Some(v.into()),
             "SLUICE_CLUSTER_CONNECT_TIMEOUT" => cfg.cluster.connect_timeout = parse_duration(v)?,
             "SLUICE_CLUSTER_RECEIVE_TIMEOUT" => cfg.cluster.receive_timeout = parse_duration(v)?,
+            "SLUICE_CLUSTER_HANDOFF_CHUNK_ROWS" => cfg.cluster.handoff_chunk_rows = num(k, v)?,
             _ if k.starts_with("SLUICE_") && !NON_CONFIG_ENV.iter().any(|p| k.starts_with(p)) => {
                 unknown.push(k.to_string())
             }

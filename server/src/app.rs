@@ -37,6 +37,8 @@ pub enum StartError {
     Replay(#[from] FlushError),
     #[error(transparent)]
     Cluster(#[from] crate::cluster::ClusterError),
+    #[error(transparent)]
+    Handoff(#[from] crate::handoff::HandoffError),
     #[error("reading auth.tokens_file {path}: {source}")]
     Tokens {
         path: String,
@@ -72,6 +74,8 @@ pub struct App {
     pub writes_in_flight: std::sync::atomic::AtomicUsize,
     /// The data volume's last sample (see [`crate::disk`]).
     pub disk: Arc<crate::disk::DiskWatch>,
+    /// The hand-off this pod leaves by and those it receives (see [`crate::handoff`]).
+    pub handoff: crate::handoff::Handoff,
     workers: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -195,6 +199,11 @@ impl App {
             limits: cfg.limits.clone(),
         })
         .map_err(StartError::DiskWatch)?;
+        // A decommission outlives a restart: the pod comes back refusing writes and resumes it.
+        let handoff = crate::handoff::Handoff::open(data.clone())?;
+        let since = handoff
+            .leaving()
+            .map(|l| std::time::UNIX_EPOCH + Duration::from_secs(l.since_unix_seconds));
         let ingest = Ingest {
             catalog,
             wal,
@@ -217,9 +226,10 @@ impl App {
             ),
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
-            decommissioned_since: std::sync::Mutex::new(None),
+            decommissioned_since: std::sync::Mutex::new(since),
             writes_in_flight: std::sync::atomic::AtomicUsize::new(0),
             disk,
+            handoff,
             workers: std::sync::Mutex::new(vec![disk_watch]),
             cfg,
         }))
@@ -263,9 +273,13 @@ impl App {
             }
             tracing::info!(points = b.rows, "still replaying write-ahead log");
         }
-        self.scheduler.stop_draining();
         let series = self.ingest.catalog.load_series()?;
         self.metrics.series.set(series as i64);
+        if self.decommissioning() {
+            tracing::info!(series, "decommissioning: resuming it, writes refused");
+            return Ok(());
+        }
+        self.scheduler.stop_draining();
         self.ready.store(true, Ordering::Release);
         self.metrics.ready.set(1);
         tracing::info!(series, "ready");

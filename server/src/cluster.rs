@@ -64,6 +64,20 @@ pub enum Partial {
         fields: BTreeMap<String, String>,
         tag_keys: Vec<String>,
         now: i64,
+        /// The gathering pod's view of the hand-offs under way (see [`crate::handoff`]), as
+        /// pairs: an internally tagged enum cannot carry a map with number keys.
+        #[serde(default)]
+        handed: Vec<(u64, Vec<String>)>,
+    },
+    /// A leaving pod's series rows, for the pod receiving its data (`Native`).
+    HandoffSeries,
+    /// A leaving pod's rows of `table` with series ids `lo..=hi`, for the pod receiving its
+    /// data (`Native`).
+    HandoffRows {
+        table: String,
+        columns: Vec<String>,
+        lo: u64,
+        hi: u64,
     },
     /// A `/sql` inner query, checked by the pod's guard again (`Native`).
     Sql { q: String },
@@ -268,6 +282,7 @@ mod tests {
             fields: [("v".to_string(), "float".to_string())].into(),
             tag_keys: vec!["host".into()],
             now: 1,
+            handed: vec![(3, vec!["t".to_string()])],
         };
         let e = p.encode();
         assert!(e

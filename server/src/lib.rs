@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod disk;
 pub mod engine;
 pub mod flush;
+pub mod handoff;
 pub mod http;
 pub mod ingest;
 pub mod memory;

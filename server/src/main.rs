@@ -186,10 +186,20 @@ async fn run(cfg: ServerConfig, shutdown_timeout: Duration) -> Result<(), String
         tokio::task::spawn_blocking(move || app.replay())
     };
     let router = sluice_server::http::router(app.clone());
-    let serve = axum::serve(listener, router).with_graceful_shutdown(shutdown_signal());
+    // The peer's address: a pod that receives a hand-off reads from the pod that asked.
+    let serve = axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown_signal());
+    let resumed = app.clone();
     tokio::spawn(async move {
         match replay.await {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => {
+                if resumed.handoff.leaving().is_some() {
+                    sluice_server::handoff::send::start(&resumed);
+                }
+            }
             Ok(Err(e)) => {
                 // Not ready and never will be: exit so the supervisor restarts and reports it.
                 tracing::error!(error = %e, "replay failed");

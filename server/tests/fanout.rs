@@ -6,58 +6,13 @@
 
 mod common;
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use common::influxql::{get, points, queries, same};
 use common::Server;
 use serde_json::Value;
 
-const TOKEN: &str = "tenant-secret";
-
-/// Three servers that gather from each other through a peer file (as the operator mounts
-/// it), with `env` added.
-struct Tenant {
-    pods: Vec<Server>,
-    peers_file: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Tenant {
-    fn start(n: usize, env: &[(&str, &str)]) -> Tenant {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let peers_file = dir.path().join("peers");
-        let file = peers_file.display().to_string();
-        let mut all: Vec<(&str, &str)> = vec![
-            ("SLUICE_CLUSTER_PEERS_FILE", &file),
-            ("SLUICE_CLUSTER_TOKEN", TOKEN),
-        ];
-        all.extend_from_slice(env);
-        let pods: Vec<Server> = (0..n).map(|_| Server::start(&all)).collect();
-        let t = Tenant {
-            pods,
-            peers_file,
-            _dir: dir,
-        };
-        t.set_peers(&t.addresses());
-        t
-    }
-
-    fn addresses(&self) -> Vec<String> {
-        self.pods
-            .iter()
-            .map(|p| p.url.trim_start_matches("http://").to_string())
-            .collect()
-    }
-
-    fn set_peers(&self, peers: &[String]) {
-        let tmp = self.peers_file.with_extension("tmp");
-        let mut f = std::fs::File::create(&tmp).expect("peer file");
-        writeln!(f, "{}", peers.join("\n")).expect("write peer file");
-        drop(f);
-        std::fs::rename(&tmp, &self.peers_file).expect("replace peer file");
-    }
-}
+use common::tenant::{next, seed, Tenant, TOKEN};
 
 fn query(pod: &Server, params: &str, q: &str) -> (u16, Value, Option<String>) {
     let path = format!(
@@ -109,21 +64,6 @@ fn wait_total(t: &Tenant, table: &str, n: usize) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// The test's seed, printed, so a failure can be run again with the same spread.
-fn seed() -> u64 {
-    let seed = common::test_seed();
-    println!("seed {seed} (SLUICE_TEST_SEED={seed} repeats this spread)");
-    seed
-}
-
-/// xorshift64*: enough to spread lines, and the same for a seed on every machine.
-fn next(state: &mut u64) -> u64 {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    state.wrapping_mul(0x2545_F491_4F6C_DD1D)
 }
 
 #[test]

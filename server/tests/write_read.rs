@@ -39,9 +39,9 @@ fn every_field_type_round_trips() {
     let types = s.sql("SELECT name, type FROM system.columns WHERE table = 't_autogen_m' ORDER BY position FORMAT TSVRaw");
     assert_eq!(
         types.trim(),
-        "time\tDateTime64(9, 'UTC')\nseries_id\tUInt64\nf\tNullable(Float64)\ni\tNullable(Int64)\nu\tNullable(UInt64)\ns\tNullable(String)\nb\tNullable(Bool)\nb2\tNullable(Bool)\n_sluice_seq\tUInt64"
+        "time\tDateTime64(9, 'UTC')\nseries_id\tUInt64\nf\tNullable(Float64)\ni\tNullable(Int64)\nu\tNullable(UInt64)\ns\tNullable(String)\nb\tNullable(Bool)\nb2\tNullable(Bool)\n_sluice_seq\tUInt64\n_sluice_origin\tUInt64"
     );
-    // The WAL sequence column is MATERIALIZED: not in `SELECT *`.
+    // The WAL sequence and origin columns are MATERIALIZED: not in `SELECT *`.
     let star = json_rows(&s.sql("SELECT * FROM t_autogen_m FORMAT JSONEachRow"));
     assert!(star[0].get("_sluice_seq").is_none(), "{star:?}");
     assert!(star[0].get("series_id").is_some(), "{star:?}");

@@ -76,6 +76,40 @@ pub fn add_seq_column_sql(table: &str) -> Vec<String> {
     ]
 }
 
+/// Where a row came from: 0 for rows written to this pod, else the hand-off and chunk that
+/// brought it from a pod that left the tenant (see [`crate::handoff`]). Reads leave out the
+/// rows of a hand-off that is not settled yet, so a row is never counted on both pods.
+pub const ORIGIN_COLUMN: &str = "_sluice_origin";
+
+fn origin_column_sql() -> String {
+    format!("{} UInt64 MATERIALIZED 0", quote_ident(ORIGIN_COLUMN))
+}
+
+/// Its skip index: handed rows arrive in parts of one origin each, so counting a chunk reads
+/// only its parts.
+fn origin_index_sql() -> String {
+    format!(
+        "{} {} TYPE minmax GRANULARITY 1",
+        quote_ident(&format!("{ORIGIN_COLUMN}_idx")),
+        quote_ident(ORIGIN_COLUMN)
+    )
+}
+
+/// Adds the origin column to a table made by an earlier version (its rows are its own: 0).
+pub fn add_origin_column_sql(table: &str) -> Vec<String> {
+    let table = quote_ident(table);
+    vec![
+        format!(
+            "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {}",
+            origin_column_sql()
+        ),
+        format!(
+            "ALTER TABLE {table} ADD INDEX IF NOT EXISTS {}",
+            origin_index_sql()
+        ),
+    ]
+}
+
 /// How many parts of similar size chDB lets accumulate before merging them into one (its
 /// default is 5). Every merge rewrites its rows, so a row is rewritten about
 /// log_base(table size / part size) times: at the write path's rate that was the largest single
@@ -175,7 +209,9 @@ pub fn create_table_sql(
         cols.push(format!("{} Nullable({})", quote_ident(name), chdb_type(*t)));
     }
     cols.push(seq_column_sql());
+    cols.push(origin_column_sql());
     cols.push(format!("INDEX {}", seq_index_sql()));
+    cols.push(format!("INDEX {}", origin_index_sql()));
     let ttl = match ttl {
         Some(_) => format!(" TTL {}", ttl_sql(ttl)),
         None => String::new(),

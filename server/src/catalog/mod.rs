@@ -21,8 +21,9 @@ use crate::wal::Wal;
 pub mod ddl;
 
 pub use ddl::{
-    add_seq_column_sql, chdb_type, create_table_sql, modify_merge_settings_sql, modify_ttl_sql,
-    tables_without_merge_policy, ttl_sql, MERGE_SELECTOR_BASE, MERGE_SETTINGS, SEQ_COLUMN,
+    add_origin_column_sql, add_seq_column_sql, chdb_type, create_table_sql,
+    modify_merge_settings_sql, modify_ttl_sql, tables_without_merge_policy, ttl_sql,
+    MERGE_SELECTOR_BASE, MERGE_SETTINGS, ORIGIN_COLUMN, SEQ_COLUMN,
 };
 use ddl::{field_type_of, series_table_sql, table_ttls};
 
@@ -172,6 +173,7 @@ impl Catalog {
         )?;
         let mut tables: HashMap<String, HashMap<String, FieldType>> = HashMap::new();
         let mut with_seq = HashSet::new();
+        let mut with_origin = HashSet::new();
         for line in String::from_utf8_lossy(&out).lines() {
             let mut parts = line.split('\t');
             let (Some(t), Some(n), Some(ty)) = (parts.next(), parts.next(), parts.next()) else {
@@ -181,6 +183,10 @@ impl Catalog {
             let n = unescape_tsv(n);
             if n == SEQ_COLUMN {
                 with_seq.insert(t);
+                continue;
+            }
+            if n == ORIGIN_COLUMN {
+                with_origin.insert(t);
                 continue;
             }
             let entry = tables.entry(t).or_default();
@@ -195,6 +201,11 @@ impl Catalog {
             if table != SERIES_TABLE && !with_seq.contains(table) {
                 tracing::info!(table, "adding the WAL sequence column");
                 for sql in add_seq_column_sql(table) {
+                    engine.execute(&sql)?;
+                }
+            }
+            if table != SERIES_TABLE && !with_origin.contains(table) {
+                for sql in add_origin_column_sql(table) {
                     engine.execute(&sql)?;
                 }
             }
@@ -422,7 +433,36 @@ impl Catalog {
         }
     }
 
-    /// Fields of `table` whose type is already fixed.
+    /// Drops `table` and forgets it (a decommissioned pod, once the pod receiving the table
+    /// holds it). `SYNC`: its parts leave the disk before this returns.
+    pub fn drop_table(&self, table: &str) -> Result<(), CatalogError> {
+        let _ddl = self.ddl.lock().unwrap_or_else(|p| p.into_inner());
+        self.engine
+            .execute(&format!("DROP TABLE IF EXISTS {} SYNC", quote_ident(table)))?;
+        self.tables
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(table);
+        Ok(())
+    }
+
+    /// Every measurement table with its database, policy and measurement.
+    pub fn measurement_tables(&self) -> Vec<(String, String, String, String)> {
+        let policies: Vec<(String, String)> = {
+            let dbs = self.databases.read().unwrap_or_else(|p| p.into_inner());
+            dbs.iter()
+                .flat_map(|(db, d)| d.policies.iter().map(|p| (db.clone(), p.name.clone())))
+                .collect()
+        };
+        let mut out = Vec::new();
+        for (db, rp) in policies {
+            for m in self.measurements(&db, &rp).into_keys() {
+                out.push((table_name(&db, &rp, &m), db.clone(), rp.clone(), m));
+            }
+        }
+        out
+    }
+
     /// The fields of `table` and their types; `None` when this pod has no such table.
     pub fn table_fields(&self, table: &str) -> Option<BTreeMap<String, FieldType>> {
         let tables = self.tables.read().unwrap_or_else(|p| p.into_inner());

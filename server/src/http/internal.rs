@@ -7,10 +7,11 @@
 //! them forever.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
@@ -36,15 +37,23 @@ pub(super) async fn head() -> Response {
     StatusCode::METHOD_NOT_ALLOWED.into_response()
 }
 
-async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &HeaderMap) -> Response {
+/// Only the tenant's pods may call the internal endpoints; without a token they do not exist.
+fn peer_only(app: &App, headers: &HeaderMap) -> Result<(), Response> {
     let Some(token) = app.cluster.token() else {
-        return error(
+        return Err(error(
             StatusCode::NOT_FOUND,
             "this pod has no cluster.token: it does not answer other pods",
-        );
+        ));
     };
     if !presents(headers, token) {
-        return error(StatusCode::UNAUTHORIZED, "not a pod of this tenant");
+        return Err(error(StatusCode::UNAUTHORIZED, "not a pod of this tenant"));
+    }
+    Ok(())
+}
+
+async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &HeaderMap) -> Response {
+    if let Err(r) = peer_only(app, headers) {
+        return r;
     }
     let what = match params.get("p").map(|p| Partial::decode(p)) {
         Some(Ok(w)) => w,
@@ -105,8 +114,54 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
     }
 }
 
+/// `POST /internal/v1/handoff`: a leaving pod asks this one to receive its data (see
+/// [`crate::handoff::receive`]); refusals (no room, a field of another type) answer 409.
+pub(super) async fn handoff(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let started = Instant::now();
+    let resp = receive(&app, peer, &headers, &body).await;
+    observe(&app, "handoff", started, &resp);
+    resp
+}
+
+async fn receive(app: &Arc<App>, peer: SocketAddr, headers: &HeaderMap, body: &[u8]) -> Response {
+    if let Err(r) = peer_only(app, headers) {
+        return r;
+    }
+    let ask: crate::handoff::receive::Ask = match serde_json::from_slice(body) {
+        Ok(a) => a,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("bad hand-off request: {e}"),
+            )
+        }
+    };
+    let app2 = app.clone();
+    let done =
+        tokio::task::spawn_blocking(move || crate::handoff::receive::answer(&app2, peer.ip(), ask))
+            .await;
+    match done {
+        Ok(Ok(v)) => (StatusCode::OK, axum::Json(v)).into_response(),
+        Ok(Err(e)) if e.is_refusal() => error(StatusCode::CONFLICT, e.to_string()),
+        Ok(Err(e)) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(e) => task_failed(e),
+    }
+}
+
 fn catalog(app: &App) -> Response {
-    let rows = crate::query::view::View::local(&app.ingest.catalog).rows();
+    let mut rows = crate::query::view::View::local(&app.ingest.catalog).rows();
+    if let Some((id, handed)) = app.handoff.handed_away() {
+        rows.extend(
+            handed
+                .into_iter()
+                .map(|t| crate::query::view::CatalogRow::handed(id, t)),
+        );
+    }
     let mut out = Vec::new();
     for r in rows {
         if serde_json::to_writer(&mut out, &r).is_ok() {

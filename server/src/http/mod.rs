@@ -33,6 +33,7 @@ use serde_json::json;
 use crate::app::App;
 
 pub use admission::Admission;
+pub(crate) use decommission::resume_writes;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -56,6 +57,7 @@ pub fn router(app: Arc<App>) -> Router {
             crate::cluster::PARTIAL_PATH,
             get(internal::partial).head(internal::head),
         )
+        .route(crate::handoff::HANDOFF_PATH, post(internal::handoff))
         .with_state(app)
 }
 

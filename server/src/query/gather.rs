@@ -54,6 +54,11 @@ impl ViewCache {
         }
     }
 
+    /// Forgets the cached view (a pod said it is older than its hand-off).
+    pub fn clear(&self) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
     fn put(&self, peers: &[String], view: &View) {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) =
             Some((Instant::now(), peers.to_vec(), view.clone()));
@@ -183,6 +188,7 @@ impl<'a> Gather<'a> {
                 measurement: text(4),
                 field: text(5),
                 field_type: text(6),
+                handed_by: num(7).unwrap_or(0),
             })
         })))
     }

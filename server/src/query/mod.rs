@@ -121,8 +121,21 @@ impl Ctx<'_> {
     }
 }
 
-/// Runs every statement of `req.q`, one after another.
+/// Runs every statement of `req.q`, one after another. A pod that has handed a table over
+/// since the tenant's catalog was gathered refuses the read (it may have dropped the table);
+/// the request then runs once more on a fresh catalog.
 pub fn run(app: &App, req: &Request) -> Answer {
+    let answer = run_once(app, req);
+    if let Answer::Results { body, .. } = &answer {
+        if body.to_string().contains(crate::handoff::STALE_VIEW) {
+            app.views.clear();
+            return run_once(app, req);
+        }
+    }
+    answer
+}
+
+fn run_once(app: &App, req: &Request) -> Answer {
     let statements = match sluice_influxql::parse(req.q) {
         Ok(s) => s,
         // InfluxDB reports what it finds when compiling a statement as that statement's error.

@@ -13,33 +13,32 @@ use super::{meta, Fields};
 use crate::app::App;
 use crate::catalog::ddl::chdb_type;
 use crate::cluster::Partial;
+use crate::handoff::Handed;
 
 /// The measurement's table as the tenant sees it: this pod's table when it has every field
 /// with the tenant's type; else a subquery over it that casts the fields whose type differs
 /// and adds the missing ones as `NULL`; and with no table at all, no rows of the same shape.
 /// Every pod's partial thus has the same columns whatever it was written.
-pub fn table_sql(app: &App, table: &str, fields: &Fields) -> String {
+///
+/// `handed` is the gathering pod's view of the hand-offs under way: a table this pod has
+/// handed over reads as no rows, and rows this pod received in a hand-off count only once
+/// the view says so (see [`crate::handoff`]). An error means the view is stale.
+pub fn table_sql(
+    app: &App,
+    table: &str,
+    fields: &Fields,
+    handed: &Handed,
+) -> Result<String, String> {
     let local = app.ingest.catalog.table_fields(table);
+    let source = match app.handoff.counted_source(table, handed)? {
+        Some(s) => s,
+        None => return Ok(no_rows(fields)),
+    };
     let Some(local) = local else {
-        let cols: Vec<String> = fields
-            .iter()
-            .map(|(f, t)| {
-                format!(
-                    "CAST(NULL AS Nullable({})) AS {}",
-                    chdb_type(*t),
-                    quote_ident(f)
-                )
-            })
-            .collect();
-        let mut all = vec![
-            "toUInt64(0) AS series_id".to_string(),
-            "toDateTime64(0, 9, 'UTC') AS time".to_string(),
-        ];
-        all.extend(cols);
-        return format!("(SELECT {} WHERE 0)", all.join(", "));
+        return Ok(no_rows(fields));
     };
     if fields.iter().all(|(f, t)| local.get(f) == Some(t)) {
-        return quote_ident(table);
+        return Ok(source);
     }
     let mut cols = vec!["series_id".to_string(), "time".to_string()];
     for (f, t) in fields {
@@ -50,7 +49,27 @@ pub fn table_sql(app: &App, table: &str, fields: &Fields) -> String {
             None => format!("CAST(NULL AS Nullable({})) AS {q}", chdb_type(*t)),
         });
     }
-    format!("(SELECT {} FROM {})", cols.join(", "), quote_ident(table))
+    Ok(format!("(SELECT {} FROM {source})", cols.join(", ")))
+}
+
+/// No rows, with the columns of the measurement's table as the tenant sees it.
+fn no_rows(fields: &Fields) -> String {
+    let cols: Vec<String> = fields
+        .iter()
+        .map(|(f, t)| {
+            format!(
+                "CAST(NULL AS Nullable({})) AS {}",
+                chdb_type(*t),
+                quote_ident(f)
+            )
+        })
+        .collect();
+    let mut all = vec![
+        "toUInt64(0) AS series_id".to_string(),
+        "toDateTime64(0, 9, 'UTC') AS time".to_string(),
+    ];
+    all.extend(cols);
+    format!("(SELECT {} WHERE 0)", all.join(", "))
 }
 
 /// The statement `i` of `q`, which must be a `SELECT`.
@@ -77,8 +96,9 @@ pub fn select_sql(
     fields: &Fields,
     tag_keys: &[String],
     now: i64,
+    handed: &Handed,
 ) -> Result<Option<String>, String> {
-    let table = table_sql(app, &table_name(db, rp, measurement), fields);
+    let table = table_sql(app, &table_name(db, rp, measurement), fields, handed)?;
     let src = plan::Source {
         db,
         measurement,
@@ -95,6 +115,24 @@ pub fn select_sql(
 pub fn sql(app: &App, p: &Partial) -> Result<Option<String>, String> {
     Ok(Some(match p {
         Partial::Ping | Partial::Catalog | Partial::DescribeSql { .. } => return Ok(None),
+        Partial::HandoffSeries => crate::handoff::sql::series_rows_sql(),
+        Partial::HandoffRows {
+            table,
+            columns,
+            lo,
+            hi,
+        } => {
+            let Some(fields) = app.ingest.catalog.table_fields(table) else {
+                return Err(format!("this pod has no table {table}"));
+            };
+            if let Some(c) = columns
+                .iter()
+                .find(|c| *c != "time" && *c != "series_id" && !fields.contains_key(c.as_str()))
+            {
+                return Err(format!("table {table} has no column {c}"));
+            }
+            crate::handoff::sql::rows_sql(table, columns, *lo, *hi)
+        }
         Partial::Select {
             q,
             statement,
@@ -104,10 +142,22 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<String>, String> {
             fields,
             tag_keys,
             now,
+            handed,
         } => {
             let sel = select_of(q, *statement)?;
             let fields = typed(fields)?;
-            match select_sql(app, &sel, db, rp, measurement, &fields, tag_keys, *now)? {
+            let handed = crate::handoff::from_pairs(handed);
+            match select_sql(
+                app,
+                &sel,
+                db,
+                rp,
+                measurement,
+                &fields,
+                tag_keys,
+                *now,
+                &handed,
+            )? {
                 Some(sql) => sql,
                 // The gathering pod would not have asked; an empty answer of no columns
                 // would not match what it expects, so say so.

@@ -71,11 +71,15 @@ struct One<'a> {
 type Planned = Option<(plan::Plan, shape::Rows)>;
 
 fn select_here(ctx: &Ctx, sel: &SelectStatement, one: &One) -> Result<Planned, String> {
-    let table = sluice_core::names::quote_ident(&sluice_core::names::table_name(
-        one.db,
-        one.rp,
-        one.measurement,
-    ));
+    let name = sluice_core::names::table_name(one.db, one.rp, one.measurement);
+    // Answering alone: rows received in a hand-off not yet settled do not count.
+    let Some(table) = ctx
+        .app
+        .handoff
+        .counted_source(&name, &crate::handoff::Handed::new())?
+    else {
+        return Ok(None);
+    };
     let src = plan::Source {
         db: one.db,
         measurement: one.measurement,
@@ -110,6 +114,7 @@ fn select_gathered(
         one.fields,
         one.tag_keys,
         ctx.now_ns,
+        ctx.view.handed(),
     )?
     else {
         return Ok(None);
@@ -131,6 +136,7 @@ fn select_gathered(
         fields: partial::type_names(one.fields),
         tag_keys: one.tag_keys.to_vec(),
         now: ctx.now_ns,
+        handed: crate::handoff::to_pairs(ctx.view.handed()),
     };
     let src = plan::Source {
         db: one.db,

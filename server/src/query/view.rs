@@ -25,10 +25,29 @@ pub struct CatalogRow {
     pub field: String,
     /// InfluxDB's name of the type (`float`, `integer`, ...).
     pub field_type: String,
+    /// Not 0: the row only says that this pod, leaving by hand-off `handed_by`, has handed
+    /// the table `measurement` over (see [`crate::handoff`]).
+    #[serde(default)]
+    pub handed_by: u64,
+}
+
+impl CatalogRow {
+    pub fn handed(id: u64, table: String) -> Self {
+        Self {
+            db: String::new(),
+            rp: String::new(),
+            duration_ns: 0,
+            is_default: 0,
+            measurement: table,
+            field: String::new(),
+            field_type: String::new(),
+            handed_by: id,
+        }
+    }
 }
 
 /// The `url()` structure of [`CatalogRow`]s.
-pub const CATALOG_STRUCTURE: &str = "db String, rp String, duration_ns UInt64, is_default UInt8, measurement String, field String, field_type String";
+pub const CATALOG_STRUCTURE: &str = "db String, rp String, duration_ns UInt64, is_default UInt8, measurement String, field String, field_type String, handed_by UInt64";
 
 #[derive(Debug, Default, Clone)]
 struct Database {
@@ -43,6 +62,8 @@ pub struct View {
     /// Fields whose type differs between pods in a way no number widening settles, per
     /// `(db, rp, measurement)`: a statement reading them gets an error naming them.
     conflicts: BTreeMap<(String, String, String), Vec<String>>,
+    /// The tables each hand-off under way has handed over, as the leaving pods say.
+    handed: crate::handoff::Handed,
 }
 
 impl View {
@@ -66,6 +87,7 @@ impl View {
         Self {
             dbs,
             conflicts: BTreeMap::new(),
+            handed: Default::default(),
         }
     }
 
@@ -82,6 +104,7 @@ impl View {
                     measurement: measurement.into(),
                     field: field.into(),
                     field_type: t.into(),
+                    handed_by: 0,
                 };
                 let ms = d.measurements.get(&p.name);
                 if ms.is_none_or(|m| m.is_empty()) {
@@ -102,6 +125,13 @@ impl View {
     pub fn from_rows(rows: impl IntoIterator<Item = CatalogRow>) -> Self {
         let mut v = View::default();
         for r in rows {
+            if r.handed_by != 0 {
+                v.handed
+                    .entry(r.handed_by)
+                    .or_default()
+                    .insert(r.measurement);
+                continue;
+            }
             let d = v.dbs.entry(r.db.clone()).or_default();
             if !d.policies.iter().any(|p| p.name == r.rp) {
                 d.policies.push(RetentionPolicyConfig {
@@ -157,6 +187,11 @@ impl View {
         self.dbs.keys().cloned().collect()
     }
 
+    /// The tables handed over by hand-offs under way, per hand-off.
+    pub fn handed(&self) -> &crate::handoff::Handed {
+        &self.handed
+    }
+
     pub fn policies(&self, db: &str) -> Option<Vec<RetentionPolicyConfig>> {
         self.dbs.get(db).map(|d| d.policies.clone())
     }
@@ -190,7 +225,7 @@ impl View {
     }
 }
 
-pub(super) fn field_type_of(name: &str) -> Option<FieldType> {
+pub(crate) fn field_type_of(name: &str) -> Option<FieldType> {
     Some(match name {
         "float" => FieldType::Float,
         "integer" => FieldType::Integer,
@@ -225,6 +260,7 @@ mod tests {
             measurement: m.into(),
             field: f.into(),
             field_type: t.into(),
+            handed_by: 0,
         }
     }
 

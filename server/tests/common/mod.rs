@@ -4,6 +4,7 @@
 
 pub mod influxd;
 pub mod influxql;
+pub mod tenant;
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -171,6 +172,25 @@ impl Server {
             .arg(c.id().to_string())
             .status();
         c.wait().expect("wait for sluice-server")
+    }
+
+    /// SIGKILL and start again, waiting only until it answers `/health` (a pod that resumes a
+    /// decommission never becomes ready).
+    pub fn respawn(&mut self) {
+        self.kill();
+        self.spawn();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !self.is_up_quietly() {
+            assert!(Instant::now() < deadline, "not up: {}", self.log_tail());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn is_up_quietly(&self) -> bool {
+        ureq::get(&format!("{}/health", self.url))
+            .timeout(Duration::from_secs(2))
+            .call()
+            .is_ok_and(|r| r.status() == 200)
     }
 
     pub fn restart(&mut self) {

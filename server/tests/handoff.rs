@@ -1,0 +1,390 @@
+//! A decommissioned pod hands its data to a pod that stays, with real server processes on
+//! 127.0.0.1: under writers, through random SIGKILLs of the leaving pod and of the receiving
+//! pod, every acknowledged point ends up on the pod that stays exactly once; reads through
+//! either pod count every row once at every moment of the hand-off; the leaving pod ends
+//! with no tables. A hand-off the receiver refuses (a field of another type) says why, and
+//! cancelling it puts the pod back to taking writes with nothing lost or doubled.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::tenant::{next, seed, Tenant, TOKEN};
+use common::Server;
+use serde_json::Value;
+
+fn auth() -> String {
+    format!("Bearer {TOKEN}")
+}
+
+fn status(pod: &Server) -> Value {
+    let r = pod.request("GET", "/decommission", &[("Authorization", &auth())], b"");
+    serde_json::from_str(&r.body).unwrap_or(Value::Null)
+}
+
+/// `SELECT count(v), sum(v)` of `m` in `db` through `url` (gathering from every pod).
+fn count_sum(url: &str, db: &str, m: &str) -> Result<(u64, f64), String> {
+    let q = format!("SELECT count(\"v\"), sum(\"v\") FROM \"{m}\"");
+    let path = format!(
+        "{url}/query?db={db}&{}",
+        serde_urlencoded::to_string([("q", q.as_str())]).unwrap()
+    );
+    let r = ureq::get(&path)
+        .timeout(Duration::from_secs(30))
+        .call()
+        .map_err(|e| e.to_string())?;
+    let v: Value = serde_json::from_str(&r.into_string().map_err(|e| e.to_string())?)
+        .map_err(|e| e.to_string())?;
+    let res = &v["results"][0];
+    if let Some(e) = res["error"].as_str() {
+        return Err(e.to_string());
+    }
+    let row = &res["series"][0]["values"][0];
+    Ok((row[1].as_u64().unwrap_or(0), row[2].as_f64().unwrap_or(0.0)))
+}
+
+/// Static data: three measurements of different field types, each point written to one of
+/// the two pods. Returns each measurement's count and sum of `v`.
+fn write_static(t: &Tenant, rows: u64, state: &mut u64) -> Vec<(&'static str, u64, f64)> {
+    let mut out = Vec::new();
+    for (m, extra) in [("cpu", ""), ("disk", ",ok=true"), ("mem", ",s=\"x y\"")] {
+        let mut parts = vec![String::new(), String::new()];
+        let mut sum = 0.0;
+        for i in 0..rows {
+            let v = (i % 1000) as f64 / 4.0;
+            sum += v;
+            let line = format!(
+                "{m},host=h{} v={v}{extra} {}\n",
+                i % 700,
+                1_700_000_000_000_000_000u64 + i * 1000
+            );
+            parts[(next(state) % 2) as usize].push_str(&line);
+        }
+        for (pod, body) in t.pods.iter().zip(&parts) {
+            let w = pod.write("db=s", body);
+            assert_eq!(w.status, 204, "{}", w.body);
+        }
+        out.push((m, rows, sum));
+    }
+    out
+}
+
+fn wait_counts(url: &str, want: &[(&str, u64, f64)]) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (m, n, sum) in want {
+        loop {
+            match count_sum(url, "s", m) {
+                Ok((c, s)) if c == *n && (s - sum).abs() < 1e-6 => break,
+                got => assert!(Instant::now() < deadline, "{m}: {got:?}, want {n}"),
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// What became of a batch of writes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Outcome {
+    Acknowledged,
+    /// Answered with an error status: not stored.
+    Refused,
+    /// No answer (the pod was killed): stored or not, but wholly.
+    Unknown,
+}
+
+/// Writes batches of 200 unique values to `live.w` (batch `b` holds `200b..200b+200`),
+/// round robin over the pods as a Service spreads writes, until `stop`.
+fn writer(urls: Vec<String>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<Outcome>> {
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let mut pod = 0usize;
+        while !stop.load(Ordering::Acquire) {
+            let i = out.len() as u64 * 200;
+            let body: String = (i..i + 200)
+                .map(|v| {
+                    format!(
+                        "w,host=h{} v={v} {}\n",
+                        v % 50,
+                        1_700_000_000_000_000_000u64 + v
+                    )
+                })
+                .collect();
+            let outcome = match ureq::post(&format!("{}/write?db=live", urls[pod]))
+                .timeout(Duration::from_secs(10))
+                .send_string(&body)
+            {
+                Ok(r) if r.status() == 204 => Outcome::Acknowledged,
+                Ok(_) | Err(ureq::Error::Status(..)) => Outcome::Refused,
+                Err(_) => Outcome::Unknown,
+            };
+            if outcome != Outcome::Acknowledged {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            out.push(outcome);
+            pod = (pod + 1) % urls.len();
+        }
+        out
+    })
+}
+
+/// Every acknowledged batch is stored once, every refused one not at all, and each one
+/// without an answer wholly or not at all.
+fn check_batches(pod: &Server, batches: &[Outcome]) {
+    let stored: std::collections::HashMap<usize, u64> = pod
+        .sql("SELECT toUInt64(intDiv(v, 200)), count() FROM live_autogen_w GROUP BY 1 FORMAT TSV")
+        .lines()
+        .filter_map(|l| {
+            let (b, n) = l.split_once('\t')?;
+            Some((b.parse().ok()?, n.parse().ok()?))
+        })
+        .collect();
+    for (b, outcome) in batches.iter().enumerate() {
+        let n = stored.get(&b).copied().unwrap_or(0);
+        let ok = match outcome {
+            Outcome::Acknowledged => n == 200,
+            Outcome::Refused => n == 0,
+            Outcome::Unknown => n == 0 || n == 200,
+        };
+        assert!(ok, "batch {b} ({outcome:?}) has {n} of 200 points stored");
+    }
+    assert!(stored.keys().all(|b| *b < batches.len()));
+}
+
+/// Reads the static measurements through both pods until `stop`; every answer that is not an
+/// error must be exact. Returns (exact answers, errors).
+fn reader(
+    urls: Vec<String>,
+    want: Vec<(&'static str, u64, f64)>,
+    stop: Arc<AtomicBool>,
+    wrong: Arc<Mutex<Vec<String>>>,
+) -> std::thread::JoinHandle<(u64, u64)> {
+    std::thread::spawn(move || {
+        let (mut exact, mut errors) = (0u64, 0u64);
+        let mut k = 0usize;
+        while !stop.load(Ordering::Acquire) {
+            let url = &urls[k % urls.len()];
+            let (m, n, sum) = want[k % want.len()];
+            k += 1;
+            match count_sum(url, "s", m) {
+                Ok((c, s)) if c == n && (s - sum).abs() < 1e-6 => exact += 1,
+                Ok(got) => wrong
+                    .lock()
+                    .unwrap()
+                    .push(format!("{m} through {url}: {got:?}, want ({n}, {sum})")),
+                Err(e) => {
+                    errors += 1;
+                    if errors % 40 == 1 {
+                        println!("a read failed: {}", &e[..e.len().min(300)]);
+                    }
+                }
+            }
+        }
+        (exact, errors)
+    })
+}
+
+/// Asks `pod` to leave and hand its data to `to`.
+fn decommission(pod: &Server, to: &str) -> common::Resp {
+    pod.request(
+        "POST",
+        &format!("/decommission?to={to}"),
+        &[("Authorization", &auth())],
+        b"",
+    )
+}
+
+fn wait_phase(pod: &Server, phase: &str, timeout: Duration) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let s = status(pod);
+        if s["phase"] == phase {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "phase {phase} not reached: {s}\n{}",
+            pod.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn own_tables(pod: &Server) -> String {
+    pod.sql(
+        "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name != 'sluice_series' FORMAT TSV",
+    )
+    .trim()
+    .to_string()
+}
+
+#[test]
+fn a_pod_hands_everything_over_exactly_once_through_kills_of_either_side() {
+    let mut state = seed().max(1);
+    let mut t = Tenant::start(
+        2,
+        &[
+            ("SLUICE_CLUSTER_HANDOFF_CHUNK_ROWS", "1000"),
+            ("SLUICE_LIMITS_PRETOUCH_BYTES", "0"),
+        ],
+    );
+    let urls: Vec<String> = t.pods.iter().map(|p| p.url.clone()).collect();
+    let want = write_static(&t, 150_000, &mut state);
+    wait_counts(&urls[0], &want);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let wrong = Arc::new(Mutex::new(Vec::new()));
+    let writes = writer(urls.clone(), stop.clone());
+    let reads = reader(urls.clone(), want.clone(), stop.clone(), wrong.clone());
+    std::thread::sleep(Duration::from_millis(500));
+
+    let started = decommission(&t.pods[1], &t.addresses()[0]);
+    assert_eq!(started.status, 202, "{}", started.body);
+
+    // Kill either side at random moments until the hand-off is over (at least ten kills:
+    // the chunks are small, and each kill interrupts whatever step is under way).
+    let kills = AtomicU64::new(0);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let s = status(&t.pods[1]);
+        if s["phase"] == "empty" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no end: {s}");
+        if kills.load(Ordering::Relaxed) < 12 {
+            std::thread::sleep(Duration::from_millis(200 + next(&mut state) % 700));
+            let victim = (next(&mut state) % 2) as usize;
+            println!(
+                "kill {} of pod {victim} at {}",
+                kills.load(Ordering::Relaxed) + 1,
+                s["handoff"]
+            );
+            if victim == 1 {
+                t.pods[1].respawn();
+            } else {
+                t.pods[0].restart();
+            }
+            kills.fetch_add(1, Ordering::Relaxed);
+        } else {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let kills = kills.into_inner();
+    println!("hand-off over after {kills} kills: {}", status(&t.pods[1]));
+    stop.store(true, Ordering::Release);
+    let batches = writes.join().unwrap();
+    let acked = batches
+        .iter()
+        .filter(|o| **o == Outcome::Acknowledged)
+        .count();
+    let (exact, errors) = reads.join().unwrap();
+    println!("reads during the hand-off: {exact} exact, {errors} failed (a pod down)");
+    let wrong = wrong.lock().unwrap().clone();
+    assert!(wrong.is_empty(), "reads that were not exact: {wrong:?}");
+    assert!(exact > 20, "too few reads ran: {exact}");
+    assert!(kills >= 10, "the hand-off ended after {kills} kills");
+
+    // Everything is on the pod that stays, once; the leaving pod holds no table and no series.
+    wait_counts(&urls[0], &want);
+    wait_counts(&urls[1], &want);
+    println!(
+        "live writes: {acked} batches acknowledged of {}, {} without an answer",
+        batches.len(),
+        batches.iter().filter(|o| **o == Outcome::Unknown).count()
+    );
+    check_batches(&t.pods[0], &batches);
+    assert_eq!(own_tables(&t.pods[1]), "0");
+    assert_eq!(
+        t.pods[1]
+            .sql("SELECT count() FROM sluice_series FORMAT TSV")
+            .trim(),
+        "0"
+    );
+    for table in ["s_autogen_cpu", "s_autogen_mem", "live_autogen_w"] {
+        let dup = t.pods[0].sql(&format!(
+            "SELECT count() - uniqExact(series_id, time) FROM {table} FORMAT TSV"
+        ));
+        assert_eq!(dup.trim(), "0", "{table} has rows twice");
+    }
+    // The leaving pod stays out of service until it is removed or cancelled.
+    assert_eq!(t.pods[1].write("db=s", "cpu,host=x v=1 1").status, 503);
+
+    // Without the leaving pod, the pod that stays answers alone, with everything.
+    t.set_peers(&t.addresses()[..1]);
+    std::thread::sleep(Duration::from_millis(1100));
+    wait_counts(&urls[0], &want);
+    check_batches(&t.pods[0], &batches);
+}
+
+#[test]
+fn a_refused_hand_off_says_why_and_cancelling_it_loses_and_doubles_nothing() {
+    let mut state = seed().max(1);
+    let t = Tenant::start(
+        2,
+        &[
+            ("SLUICE_CLUSTER_HANDOFF_CHUNK_ROWS", "5000"),
+            ("SLUICE_LIMITS_PRETOUCH_BYTES", "0"),
+        ],
+    );
+    let urls: Vec<String> = t.pods.iter().map(|p| p.url.clone()).collect();
+    let want = write_static(&t, 20_000, &mut state);
+    // The same field with a float on one pod and an integer on the other: the receiver cannot
+    // store the leaving pod's rows as they are. Last by name, so the others go first.
+    assert_eq!(t.pods[0].write("db=s", "zconflict x=1.5 1").status, 204);
+    assert_eq!(t.pods[1].write("db=s", "zconflict x=2i 1").status, 204);
+    wait_counts(&urls[0], &want);
+
+    let to = t.addresses()[0].clone();
+    let bad = decommission(&t.pods[1], "a,b:1");
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    let started = decommission(&t.pods[1], &to);
+    assert_eq!(started.status, 202, "{}", started.body);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let s = loop {
+        let s = status(&t.pods[1]);
+        if s["handoff"]["refused"].is_string() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no refusal: {s}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let why = s["handoff"]["refused"].as_str().unwrap();
+    assert!(
+        why.contains("s_autogen_zconflict") && why.contains("fields x"),
+        "{why}"
+    );
+    assert_eq!(s["handoff"]["tables_handed"], 3, "{s}");
+    // Mid-way, reads are exact through either pod.
+    wait_counts(&urls[0], &want);
+    wait_counts(&urls[1], &want);
+
+    let cancelled = t.pods[1].request(
+        "DELETE",
+        "/decommission",
+        &[("Authorization", &auth())],
+        b"",
+    );
+    assert!(
+        cancelled.status == 200 || cancelled.status == 202,
+        "{}",
+        cancelled.body
+    );
+    wait_phase(&t.pods[1], "none", Duration::from_secs(60));
+    assert_eq!(t.pods[1].request("GET", "/ready", &[], b"").status, 200);
+    // The handed tables are the receiver's now; the refused one stayed here.
+    assert_eq!(own_tables(&t.pods[1]), "1");
+    wait_counts(&urls[0], &want);
+    wait_counts(&urls[1], &want);
+    // The pod takes writes again, and they count once.
+    assert_eq!(
+        t.pods[1]
+            .write("db=s", "cpu,host=back v=1000 1800000000000000000")
+            .status,
+        204
+    );
+    let (m, n, sum) = want[0];
+    let more = vec![(m, n + 1, sum + 1000.0)];
+    wait_counts(&urls[0], &more);
+    wait_counts(&urls[1], &more);
+}
