@@ -926,15 +926,78 @@ def three_replicas_read_as_one():
     names = {v[0] for s in influxql("SHOW MEASUREMENTS") for v in s["values"]}
     if "spread" not in names:
         raise Fail(f"SHOW MEASUREMENTS: {sorted(names)}")
-    k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=1")
-    wait_for("one pod left", lambda: len(tenant_pods()) == 1, 180, interval=2)
-    wait_tenant_ready(timeout=180, replicas=1)
-    # Until the kubelet refreshes its peer list, the remaining pod's reads name the pods that
-    # are gone; the next scenarios read across the tenant again.
-    wait_for("reads with one pod", lambda: tenant_sql(f"SELECT count() AS c FROM {w.table}",
-                                                      "SELECT sum(c) AS c FROM tenant"), 150, interval=3)
+    shrunk = shrink_to_one(total, "three")
     return (f"{verified}; spread over the pods as {per_pod}; InfluxQL count {total} through the "
-            f"Service six times; back to 1 replica")
+            f"Service six times; {shrunk}")
+
+
+def influxql_count(measurement):
+    row = influxql(f'SELECT count("i") FROM "{measurement}" WHERE time > now() - 1d')
+    return row[0]["values"][0][1] if row else 0
+
+
+def decommissioned_events():
+    """How many times the operator reported a pod emptied (a repeated Event counts in its series)."""
+    return sum((e.get("series") or {}).get("count", 1)
+               for e in kj("-n", NS, "get", "events.events.k8s.io")["items"] if e.get("reason") == "Decommissioned")
+
+
+def shrink_to_one(total, tag):
+    """Scales the tenant to 1 under writers: the leaving pods hand their data to pod 0, one at a
+    time, before the StatefulSet shrinks. Meanwhile every InfluxQL count through the Service is
+    exact (or an error while a pod is gone from a peer list, never a wrong number); after it,
+    every acknowledged point is there exactly once, and pod 0 holds all of `spread`."""
+    before = decommissioned_events()
+    w = Writer(f"shrink{tag}", size=100, pause=0.01)
+    w.start()
+    wait_for("acknowledged writes", lambda: len(w.acked) >= 100, 120)
+    started = time.time()
+    k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=1")
+    exact, failed = 0, 0
+    deadline = time.time() + 600
+    while len(tenant_pods()) > 1:
+        if time.time() > deadline:
+            raise Fail(f"still {len(tenant_pods())} pods after 600 s: {kj('-n', NS, 'get', 'ingesttenant', TENANT).get('status', {}).get('decommission')}")
+        try:
+            n = influxql_count("spread")
+        except (Fail, OSError, http.client.HTTPException):
+            failed += 1
+        else:
+            if n != total:
+                raise Fail(f"InfluxQL count of spread during the scale-down: {n}, want {total}")
+            exact += 1
+        time.sleep(1)
+    took = time.time() - started
+    wait_tenant_ready(timeout=180, replicas=1)
+    w.stop()
+    verified = w.verify(timeout=240)
+    pod0 = ACC.pod(tenant_pods()[0])
+    held = int(sql_rows(pod0, f"SELECT count() AS c FROM {DB}_autogen_spread")[0]["c"])
+    if held != total:
+        raise Fail(f"pod 0 holds {held} points of spread after the scale-down, want {total}")
+    events = decommissioned_events() - before
+    if events < 2:
+        raise Fail(f"{events} new Decommissioned events, want one per leaving pod")
+    return (f"scaled 3 -> 1 in {took:.0f} s under writers ({verified}); {exact} InfluxQL counts "
+            f"during it exact, {failed} failed (a pod leaving a peer list); pod 0 holds all {total}")
+
+
+@scenario
+def scale_up_after_scale_down_brings_nothing_back():
+    """Back to 3 replicas: the pods return on the volumes they emptied, take writes again (the
+    operator cancels their finished decommission), hold none of the data they handed over, and a
+    read through the Service still counts every point once; then back to 1."""
+    total = influxql_count("spread")
+    k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=3")
+    wait_tenant_ready(timeout=300, replicas=3)
+    for p in tenant_pods()[1:]:
+        held = [t for t in tables(ACC.pod(p)) if t.endswith("_spread") or "_shrink" in t]
+        if held:
+            raise Fail(f"{p['metadata']['name']} came back holding {held}")
+    seen = wait_for("every point once through the Service", lambda: (
+        influxql_count("spread") == total or None) and total, 150, interval=3)
+    shrunk = shrink_to_one(total, "again")
+    return f"pods 1 and 2 came back empty; count {seen} unchanged; {shrunk}"
 
 
 @scenario

@@ -166,10 +166,7 @@ pub fn config_map(v: &ValidTenant) -> ConfigMap {
 /// again when the kubelet updates the mounted file, so a new replica count reaches running
 /// pods without restarting them (within the kubelet's sync period, about a minute).
 pub fn peers_config_map(v: &ValidTenant) -> ConfigMap {
-    let headless = headless_service_name(&v.name);
-    let peers: Vec<String> = (0..v.replicas.max(0))
-        .map(|i| format!("{}-{i}.{headless}.{}.svc:{HTTP_PORT}", v.name, v.namespace))
-        .collect();
+    let peers: Vec<String> = (0..v.replicas.max(0)).map(|i| peer_address(v, i)).collect();
     ConfigMap {
         metadata: meta(v, peers_config_map_name(&v.name)),
         data: Some(BTreeMap::from([(
@@ -178,6 +175,16 @@ pub fn peers_config_map(v: &ValidTenant) -> ConfigMap {
         )])),
         ..Default::default()
     }
+}
+
+/// Pod `ordinal`'s stable `host:port` under the headless Service.
+pub fn peer_address(v: &ValidTenant, ordinal: i32) -> String {
+    format!(
+        "{}-{ordinal}.{}.{}.svc:{HTTP_PORT}",
+        v.name,
+        headless_service_name(&v.name),
+        v.namespace
+    )
 }
 
 fn http_port() -> ServicePort {

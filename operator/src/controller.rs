@@ -455,7 +455,10 @@ async fn update_status(
     Ok(next)
 }
 
-/// The Apply branch: validate, build, apply, report.
+/// How often a scale-down under way is looked at.
+const DECOMMISSION_POLL: Duration = Duration::from_secs(5);
+
+/// The Apply branch: validate, decommission, build, apply, report.
 async fn apply(tenant: &IngestTenant, ctx: &Context) -> Result<Action, Error> {
     let key = builders::tenant_key(tenant);
     let spec_changed =
@@ -488,13 +491,25 @@ async fn apply(tenant: &IngestTenant, ctx: &Context) -> Result<Action, Error> {
             .await;
     }
 
-    // Stage 2: build (pure), after reading the one input that lives outside the spec.
-    let (observed, token_problem) = observe_tokens(&valid, &ctx.client).await?;
-    let objects = builders::build(&valid, &observed);
+    // Stage 2: a scale-down keeps the leaving pod until it has handed its data over.
+    let leave = crate::decommission::stage(tenant, ctx, &valid).await?;
+    let running = ValidTenant {
+        replicas: leave.replicas,
+        ..valid.clone()
+    };
 
-    // Stage 3: apply.
+    // Stage 3: build (pure), after reading the one input that lives outside the spec.
+    let (observed, token_problem) = observe_tokens(&valid, &ctx.client).await?;
+    let objects = builders::build(&running, &observed);
+
+    // Stage 4: apply.
     let mut problems: Vec<Problem> = token_problem.into_iter().collect();
-    let applied = apply_all(tenant, ctx, &valid, &objects).await;
+    if let Some(why) = &leave.refused {
+        problems.push(Problem::DecommissionRefused(format!(
+            "scale-down waits: the receiving pod refuses the leaving pod's data: {why}"
+        )));
+    }
+    let applied = apply_all(tenant, ctx, &running, &objects).await;
     let sts = match applied {
         Ok(sts) => Some(sts),
         Err(e) => {
@@ -507,13 +522,14 @@ async fn apply(tenant: &IngestTenant, ctx: &Context) -> Result<Action, Error> {
                 config_hash: None,
                 stateful_set: sts.as_ref(),
                 problems,
+                decommission: leave.status.clone(),
             };
             update_status(tenant, ctx, &obs).await?;
             return Err(e);
         }
     };
 
-    // Stage 4: observe the pods and report.
+    // Stage 5: observe the pods and report.
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &valid.namespace);
     let listed = pods
         .list(&ListParams::default().labels(&builders::selector_string(&valid.name)))
@@ -528,9 +544,13 @@ async fn apply(tenant: &IngestTenant, ctx: &Context) -> Result<Action, Error> {
         config_hash: Some(valid.config_hash.clone()),
         stateful_set: sts.as_ref(),
         problems,
+        decommission: leave.status.clone(),
     };
     let st = update_status(tenant, ctx, &obs).await?;
     debug!(tenant = %key, phase = ?st.phase, "reconciled");
+    if leave.busy {
+        return Ok(Action::requeue(DECOMMISSION_POLL));
+    }
     Ok(match st.phase {
         Some(Phase::Running) | Some(Phase::Stopped) => Action::requeue(ctx.options.requeue_ready),
         _ => Action::requeue(ctx.options.requeue_not_ready),

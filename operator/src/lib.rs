@@ -6,6 +6,8 @@
 //! them with server-side apply and writes the status computed by [`status`]. [`leader`] keeps
 //! several operator replicas from acting at once. [`autoscale`] is the knee autoscaler:
 //! pure rules (estimating a pod's knee, deciding replicas) and the loop that runs them.
+//! [`decommission`] is the reconciler's scale-down stage: a pod hands its data to a pod that
+//! stays before the StatefulSet shrinks.
 //!
 //! The operator depends on `sluice-core` for the server's configuration schema and never on
 //! `sluice-server`: it must not link chDB.
@@ -15,8 +17,10 @@ pub mod builders;
 pub mod cancel;
 pub mod controller;
 pub mod crd;
+pub mod decommission;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod pod_http;
 pub mod status;
 pub mod validate;

@@ -27,6 +27,8 @@ pub enum Problem {
     TokenSecretMissing(String),
     /// Pods cannot pull their image, crash-loop, or cannot be scheduled.
     PodsFailing(String),
+    /// A scale-down waits: the pod that would receive the leaving pod's data refuses it.
+    DecommissionRefused(String),
 }
 
 impl Problem {
@@ -36,6 +38,7 @@ impl Problem {
             Problem::ApplyFailed(_) => "ApplyFailed",
             Problem::TokenSecretMissing(_) => "TokenSecretMissing",
             Problem::PodsFailing(_) => "PodsFailing",
+            Problem::DecommissionRefused(_) => "DecommissionRefused",
         }
     }
     pub fn message(&self) -> &str {
@@ -43,7 +46,8 @@ impl Problem {
             Problem::InvalidSpec(m)
             | Problem::ApplyFailed(m)
             | Problem::TokenSecretMissing(m)
-            | Problem::PodsFailing(m) => m,
+            | Problem::PodsFailing(m)
+            | Problem::DecommissionRefused(m) => m,
         }
     }
 }
@@ -58,6 +62,8 @@ pub struct Observation<'a> {
     pub config_hash: Option<String>,
     pub stateful_set: Option<&'a StatefulSet>,
     pub problems: Vec<Problem>,
+    /// The scale-down under way, if any.
+    pub decommission: Option<crate::crd::DecommissionStatus>,
 }
 
 fn condition(
@@ -244,6 +250,7 @@ pub fn compute(
         rate: prev.and_then(|p| p.rate),
         p95: prev.and_then(|p| p.p95.clone()),
         last_scaling: prev.and_then(|p| p.last_scaling.clone()),
+        decommission: obs.decommission.clone(),
     }
 }
 
@@ -371,6 +378,7 @@ mod tests {
             config_hash: Some("h".into()),
             stateful_set: s,
             problems: vec![],
+            decommission: None,
         }
     }
 

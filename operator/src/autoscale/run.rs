@@ -5,7 +5,8 @@
 //! the StatefulSet), `status.lastScaling` and an Event. It runs beside the reconciler under the
 //! same leader election and writes no other object. Calibration pods are not built: the knee
 //! comes from live traffic only, and without one the autoscaler acts on distress alone.
-//! Scale-down waits for decommissioning (the decision holds with `ScaleDownDisabled`).
+//! Scale-down lowers `spec.replicas` like any other client; the reconciler's decommission
+//! stage then keeps the leaving pod until it has handed its data over.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -54,39 +55,12 @@ impl Scrape for HttpScrape {
                 .and_then(|s| s.pod_ip.clone())
                 .ok_or("no pod IP")?;
             let addr = format!("{ip}:{}", crate::validate::HTTP_PORT);
-            tokio::time::timeout(self.timeout, get_metrics(&addr))
-                .await
-                .map_err(|_| format!("{addr}: no answer within {:?}", self.timeout))?
+            match crate::pod_http::request(&addr, "GET", "/metrics", None, self.timeout).await? {
+                (200, body) => Ok(body),
+                (code, _) => Err(format!("{addr}: /metrics answered {code}")),
+            }
         })
     }
-}
-
-/// A plain HTTP/1.0 GET: the answer is a small text, and the operator needs no HTTP client
-/// beyond this.
-async fn get_metrics(addr: &str) -> Result<String, String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("{addr}: {e}"))?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: sluice\r\n\r\n")
-        .await
-        .map_err(|e| format!("{addr}: {e}"))?;
-    let mut buf = Vec::new();
-    s.take(16 << 20)
-        .read_to_end(&mut buf)
-        .await
-        .map_err(|e| format!("{addr}: {e}"))?;
-    let text = String::from_utf8_lossy(&buf);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("{addr}: not an HTTP answer"))?;
-    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
-        return Err(format!(
-            "{addr}: {}",
-            head.lines().next().unwrap_or_default()
-        ));
-    }
-    Ok(body.to_string())
 }
 
 /// What the loop remembers of a tenant between ticks.
@@ -239,7 +213,9 @@ async fn step(
         .map_or((t.spec.replicas, t.spec.replicas), |s| {
             (s.min_replicas, s.max_replicas)
         });
-    let policy = Policy::new(min, max, rules.criteria.p95_max_ms);
+    let mut policy = Policy::new(min, max, rules.criteria.p95_max_ms);
+    // Removing a pod is safe: the reconciler decommissions it first.
+    policy.scale_down = true;
     let d = decide(&policy, &obs, knee, &mut state.history);
     let m = &ctx.metrics;
     let key = builders::tenant_key(t);

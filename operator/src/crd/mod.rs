@@ -493,6 +493,43 @@ pub struct IngestTenantStatus {
     /// The last scaling decision and its reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_scaling: Option<ScalingDecision>,
+    /// The pod leaving the tenant before the StatefulSet shrinks, while it hands its data to
+    /// a pod that stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decommission: Option<DecommissionStatus>,
+}
+
+/// Tables and rows of a hand-off, planned and done (the leaving pod's own words, which use
+/// snake case).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+pub struct HandoffProgress {
+    #[serde(default)]
+    pub tables: u64,
+    #[serde(default)]
+    pub tables_handed: u64,
+    #[serde(default)]
+    pub rows_planned: u64,
+    #[serde(default)]
+    pub rows_copied: u64,
+}
+
+/// A scale-down under way: the highest pod hands its data over, then the StatefulSet loses it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DecommissionStatus {
+    /// Ordinal of the leaving pod.
+    pub ordinal: i32,
+    /// Ordinal of the pod receiving its data.
+    pub receiver: i32,
+    /// As the leaving pod reports it: draining, handing_over, finishing, empty, refused,
+    /// cancelling; `unknown` while it does not answer.
+    pub phase: String,
+    /// How far the hand-off is, as the leaving pod counts it.
+    #[serde(default)]
+    pub progress: HandoffProgress,
+    /// Why it is stuck, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// `Option<Phase>` as a structural schema: schemars renders an optional enum as `anyOf` with a
