@@ -1000,6 +1000,61 @@ def scale_up_after_scale_down_brings_nothing_back():
     return f"pods 1 and 2 came back empty; count {seen} unchanged; {shrunk}"
 
 
+def decommission_status():
+    return (kget("ingesttenant", TENANT) or {}).get("status", {}).get("decommission")
+
+
+def write_bulk(measurement, requests, points):
+    """`requests` bodies of `points` unique points each through the Service; returns how many
+    points were acknowledged (a body answered otherwise is sent again until it is)."""
+    t0 = (int(time.time()) - 1800) * 10**9
+    acked = 0
+    for r in range(requests):
+        body = "\n".join(f"{measurement},h=h{j % 100} i={j}i {t0 + r * points + j}" for j in range(points))
+        wait_for(f"bulk request {r}", lambda: write(ACC.service(), body)[0] == 204, 120, interval=1)
+        acked += points
+    return acked
+
+
+@scenario
+def scale_down_survives_kills():
+    """3 -> 1 again, with the leaving pod SIGKILLed, then the receiving pod SIGKILLed, then the
+    operator's pods deleted, each while a pod hands its data over: every acknowledged point is read
+    back exactly once through the Service, and nothing twice."""
+    total = influxql_count("spread")
+    k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=3")
+    wait_tenant_ready(timeout=300, replicas=3)
+    # Enough rows that a hand-off takes a few seconds (a bulk request may be sent twice when its
+    # answer is lost: the count below allows for that only through the Writer's in-doubt rule).
+    bulk = write_bulk("bulk", 30, 20000)
+    w = Writer("killing", size=100, pause=0.01)
+    w.start()
+    wait_for("acknowledged writes", lambda: len(w.acked) >= 50, 120)
+    k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=1")
+    done = []
+
+    def leaving(ordinal):
+        d = decommission_status()
+        return d if d and d.get("ordinal") == ordinal and d.get("phase") not in ("none", "empty") else None
+
+    d = wait_for("pod 2 handing over", lambda: leaving(2), 180, interval=0.2)
+    pods = {p["metadata"]["name"]: p for p in tenant_pods()}
+    done.append(f"pod 2 {kill_pod(pods[f'{TENANT}-2'])} in phase {d['phase']}")
+    d = wait_for("pod 2 handing over again", lambda: leaving(2), 180, interval=0.2)
+    pods = {p["metadata"]["name"]: p for p in tenant_pods()}
+    done.append(f"receiver pod 0 {kill_pod(pods[f'{TENANT}-0'])} in phase {d['phase']}")
+    d = wait_for("pod 1 handing over", lambda: leaving(1), 300, interval=0.2)
+    k("-n", OP_NS, "delete", "pod", "-l", "app.kubernetes.io/name=sluice-operator", "--wait=false")
+    done.append(f"operator pods deleted while pod 1 was in phase {d['phase']}")
+    wait_for("one pod left", lambda: len(tenant_pods()) == 1, 600, interval=2)
+    wait_tenant_ready(timeout=240, replicas=1)
+    w.stop()
+    verified = w.verify(timeout=240, allow_refused=True)
+    got = wait_for("every point once through the Service", lambda: (
+        (influxql_count("spread"), influxql_count("bulk")) == (total, bulk) or None) and True, 180, interval=3)
+    return f"{'; '.join(done)}; {verified}; spread {total} and bulk {bulk} exact ({got})"
+
+
 @scenario
 def helm_upgrade_new_image_tag():
     """helm upgrade the operator to a new image tag (tenant pods untouched), then move the tenant to
