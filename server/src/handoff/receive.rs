@@ -294,13 +294,15 @@ fn url_of(
 }
 
 /// How the receiver fetches from the leaving pod: one try, no HEAD first (it would run the
-/// chunk's read twice), the cluster's timeouts.
+/// chunk's read twice), the cluster's timeouts; and its threads at the readers' priority,
+/// below this pod's own writes and flushes, which must not wait for a hand-off.
 fn http_settings(app: &App, lead: &str) -> String {
     let c = &app.cfg.cluster;
     format!(
-        "{lead} http_make_head_request = 0, http_max_tries = 1, http_connection_timeout = {}, http_receive_timeout = {}",
+        "{lead} http_make_head_request = 0, http_max_tries = 1, http_connection_timeout = {}, http_receive_timeout = {}, os_threads_nice_value_query = {}",
         c.connect_timeout.as_secs_f64(),
-        c.receive_timeout.as_secs_f64()
+        c.receive_timeout.as_secs_f64(),
+        crate::engine::READER_NICE
     )
 }
 
