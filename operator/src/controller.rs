@@ -389,6 +389,7 @@ async fn update_status(
     // them from this reconcile's read could put back an older knee or last scaling.
     let applied = IngestTenantStatus {
         knee: None,
+        plateau: None,
         rate: None,
         p95: None,
         last_scaling: None,

@@ -15,6 +15,8 @@ use crate::crd::{IngestTenantStatus, Phase};
 pub const READY: &str = "Ready";
 pub const PROGRESSING: &str = "Progressing";
 pub const DEGRADED: &str = "Degraded";
+/// True while the autoscaler holds at a capacity plateau (`status.plateau`).
+pub const PLATEAU: &str = "Plateau";
 
 /// Something that needs a human. Each becomes the Degraded condition's reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,6 +235,26 @@ pub fn compute(
         condition(prev, READY, ready_ok, ready_reason, ready_msg, gen, &now),
         condition(prev, PROGRESSING, prog, prog_reason, prog_msg, gen, &now),
         condition(prev, DEGRADED, degraded, deg_reason, deg_msg, gen, &now),
+        match prev.and_then(|p| p.plateau.as_ref()) {
+            Some(p) => condition(
+                prev,
+                PLATEAU,
+                true,
+                "CapacityPlateau",
+                p.message.clone(),
+                gen,
+                &now,
+            ),
+            None => condition(
+                prev,
+                PLATEAU,
+                false,
+                "NoPlateau",
+                "added pods add throughput (or the autoscaler is off)".to_string(),
+                gen,
+                &now,
+            ),
+        },
     ];
 
     IngestTenantStatus {
@@ -247,6 +269,7 @@ pub fn compute(
             .clone()
             .or_else(|| prev.and_then(|p| p.config_hash.clone())),
         knee: prev.and_then(|p| p.knee.clone()),
+        plateau: prev.and_then(|p| p.plateau.clone()),
         rate: prev.and_then(|p| p.rate),
         p95: prev.and_then(|p| p.p95.clone()),
         last_scaling: prev.and_then(|p| p.last_scaling.clone()),
@@ -398,6 +421,36 @@ mod tests {
         assert_eq!(st.observed_generation, Some(2));
         assert_eq!((st.replicas, st.ready_replicas), (3, 3));
         assert_eq!(st.selector.as_deref(), Some("app=x"));
+    }
+
+    #[test]
+    fn a_plateau_found_by_the_autoscaler_is_a_condition_and_stays_its_own() {
+        let s = sts(1, 1, 3, 3, 3, true);
+        let st = compute(None, &obs(Some(&s), 3), t(0));
+        assert_eq!(cond(&st, PLATEAU).status, "False");
+        let mut prev = st.clone();
+        prev.plateau = Some(crate::crd::PlateauStatus {
+            since: t(1),
+            message: "the node is the limit".into(),
+        });
+        let st = compute(Some(&prev), &obs(Some(&s), 3), t(2));
+        let c = cond(&st, PLATEAU);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "CapacityPlateau")
+        );
+        assert_eq!(c.message, "the node is the limit");
+        assert_eq!(st.plateau, prev.plateau);
+        // Not a fault of the tenant's: it keeps running.
+        assert_eq!(st.phase, Some(Phase::Running));
+        // The decommission under way is reported as observed.
+        let mut o = obs(Some(&s), 3);
+        o.decommission = Some(crate::crd::DecommissionStatus {
+            ordinal: 2,
+            phase: "handing_over".into(),
+            ..Default::default()
+        });
+        assert_eq!(compute(Some(&prev), &o, t(3)).decommission, o.decommission);
     }
 
     #[test]

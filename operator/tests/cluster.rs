@@ -552,7 +552,7 @@ async fn tenant_gets_every_object_with_the_right_spec() {
             let t = h
                 .wait_status("acme", "a status with conditions", |t| {
                     t.status.as_ref().is_some_and(|s| {
-                        s.conditions.len() == 3 && s.config_hash.as_deref() == Some(hash.as_str())
+                        s.conditions.len() == 4 && s.config_hash.as_deref() == Some(hash.as_str())
                     })
                 })
                 .await;

@@ -20,7 +20,7 @@ use k8s_openapi::chrono::Utc;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
-use serde_json::json;
+use serde_json::{json, Value};
 use tracing::{debug, warn};
 
 use super::decide::{decide, History, Observed, Policy};
@@ -251,6 +251,19 @@ async fn step(
     if let Some(k) = knee {
         status["knee"] = json!({ "pointsPerSecond": k.round(), "measuredAt": now });
     }
+    let plateau = t.status.as_ref().and_then(|s| s.plateau.as_ref());
+    status["plateau"] = match (d.reason == super::decide::Reason::Plateau, plateau) {
+        // Kept as first found, so that its time says since when.
+        (true, Some(p)) => json!(p),
+        (true, None) => json!({
+            "since": now,
+            "message": format!(
+                "the last pods added gave less than a quarter of the throughput they should have (acknowledged {:.0} points/s at {} replicas): the node's CPU or disk is the limit, so the autoscaler adds no more",
+                obs.acked_pps, obs.replicas
+            ),
+        }),
+        (false, _) => Value::Null,
+    };
     if d.replicas != t.spec.replicas {
         let note = format!(
             "from {} to {} replicas: {} (offered {:.0} points/s, acknowledged {:.0}, knee {}, p95 {})",

@@ -493,10 +493,22 @@ pub struct IngestTenantStatus {
     /// The last scaling decision and its reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_scaling: Option<ScalingDecision>,
+    /// Set by the autoscaler while added pods no longer add acknowledged throughput (the
+    /// node's CPU or disk is the limit): it adds no more, and the `Plateau` condition says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plateau: Option<PlateauStatus>,
     /// The pod leaving the tenant before the StatefulSet shrinks, while it hands its data to
     /// a pod that stays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decommission: Option<DecommissionStatus>,
+}
+
+/// A capacity plateau, as the autoscaler found it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PlateauStatus {
+    pub since: Time,
+    pub message: String,
 }
 
 /// Tables and rows of a hand-off, planned and done (the leaving pod's own words, which use
