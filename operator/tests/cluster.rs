@@ -562,7 +562,7 @@ async fn tenant_gets_every_object_with_the_right_spec() {
                 Some("app.kubernetes.io/instance=acme,app.kubernetes.io/name=sluice-server")
             );
             let types: Vec<_> = st.conditions.iter().map(|c| c.type_.as_str()).collect();
-            assert_eq!(types, ["Ready", "Progressing", "Degraded"]);
+            assert_eq!(types, ["Ready", "Progressing", "Degraded", "Plateau"]);
             assert!(st
                 .conditions
                 .iter()
