@@ -1055,6 +1055,63 @@ def scale_down_survives_kills():
     return f"{'; '.join(done)}; {verified}; spread {total} and bulk {bulk} exact ({got})"
 
 
+def sluice_load():
+    """The load generator `cargo` built (release when there is one)."""
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+    for profile in ("release", "debug"):
+        path = os.path.join(target, profile, "sluice-load")
+        if os.access(path, os.X_OK):
+            return path
+    raise Fail(f"no sluice-load under {target}: cargo build -p sluice-load")
+
+
+@scenario
+def autoscaler_adds_a_pod_under_real_load():
+    """A second tenant with autoscaling on (1 to 2 replicas, each pod limited to half a CPU): an
+    open-model load beyond one pod's capacity through its Service makes the autoscaler add a pod
+    (spec.replicas 2, status.lastScaling, an Autoscaled Event) that becomes Ready; then the tenant
+    is deleted."""
+    name = "auto"
+    manifest = tenant_manifest(
+        replicas=1,
+        scaling={"minReplicas": 1, "maxReplicas": 2},
+        autoscaling={"enabled": True, "p95Target": "250ms"},
+        resources={"requests": {"cpu": "100m", "memory": "256Mi"},
+                   "limits": {"cpu": "500m", "memory": "2Gi"}})
+    manifest["metadata"]["name"] = name
+    apply(manifest)
+    try:
+        def ready(n):
+            t = kget("ingesttenant", name) or {}
+            st = t.get("status", {})
+            return st.get("readyReplicas") == n and st.get("replicas") == n
+        wait_for(f"tenant {name} Ready", lambda: ready(1), 300, interval=2)
+        base = ACC.service(name)
+        load = subprocess.Popen(
+            [sluice_load(), "--url", base, "--db", DB, "--measurement", "auto", "--points", "5000",
+             "--series", "1000", "--fields", "5", "--connections", "16", "--timeout", "10s",
+             "--rate", "2M", "--duration", "240s", "--quiet"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            t = wait_for("the autoscaler to add a pod", lambda: (
+                (kget("ingesttenant", name) or {}).get("spec", {}).get("replicas") == 2
+                and kget("ingesttenant", name)), 200, interval=2)
+            wait_for(f"two Ready pods of {name}", lambda: ready(2), 240, interval=2)
+        finally:
+            load.kill()
+            load.wait()
+        last = t.get("status", {}).get("lastScaling") or {}
+        if (last.get("from"), last.get("to")) != (1, 2):
+            raise Fail(f"status.lastScaling: {last}")
+        notes = [e.get("note", "") for e in kj("-n", NS, "get", "events.events.k8s.io")["items"]
+                 if e.get("reason") == "Autoscaled" and e.get("regarding", {}).get("name") == name]
+        if not notes:
+            raise Fail("no Autoscaled Event")
+        return f"1 -> 2 replicas ({last.get('reason')}): {notes[-1][:200]}"
+    finally:
+        k("-n", NS, "delete", "ingesttenant", name, "--wait=true", "--timeout=180s", check=False)
+
+
 @scenario
 def helm_upgrade_new_image_tag():
     """helm upgrade the operator to a new image tag (tenant pods untouched), then move the tenant to
