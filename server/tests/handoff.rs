@@ -211,6 +211,24 @@ fn wait_phase(pod: &Server, phase: &str, timeout: Duration) -> Value {
     }
 }
 
+/// `SELECT count()` of `table` across the tenant with `/sql`'s `inner`, through `pod`.
+fn tenant_count(pod: &Server, table: &str) -> common::Resp {
+    pod.request(
+        "POST",
+        "/sql",
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        serde_urlencoded::to_string([
+            (
+                "inner",
+                format!("SELECT count() AS c FROM {table}").as_str(),
+            ),
+            ("q", "SELECT sum(c) FROM tenant FORMAT TSV"),
+        ])
+        .unwrap()
+        .as_bytes(),
+    )
+}
+
 fn own_tables(pod: &Server) -> String {
     pod.sql(
         "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name != 'sluice_series' FORMAT TSV",
@@ -355,9 +373,15 @@ fn a_refused_hand_off_says_why_and_cancelling_it_loses_and_doubles_nothing() {
         "{why}"
     );
     assert_eq!(s["handoff"]["tables_handed"], 3, "{s}");
-    // Mid-way, reads are exact through either pod.
+    // Mid-way, reads are exact through either pod; /sql across the tenant, which reads the
+    // pods' raw tables, waits instead of counting a table twice.
     wait_counts(&urls[0], &want);
     wait_counts(&urls[1], &want);
+    std::thread::sleep(Duration::from_millis(1100));
+    let busy = tenant_count(&t.pods[0], "s_autogen_cpu");
+    assert_eq!(busy.status, 503, "{}", busy.body);
+    assert_eq!(busy.header("Retry-After"), Some("1"));
+    assert!(busy.body.contains("handing its data"), "{}", busy.body);
 
     let cancelled = t.pods[1].request(
         "DELETE",
@@ -376,6 +400,10 @@ fn a_refused_hand_off_says_why_and_cancelling_it_loses_and_doubles_nothing() {
     assert_eq!(own_tables(&t.pods[1]), "1");
     wait_counts(&urls[0], &want);
     wait_counts(&urls[1], &want);
+    std::thread::sleep(Duration::from_millis(1100));
+    let settled = tenant_count(&t.pods[0], "s_autogen_cpu");
+    assert_eq!(settled.status, 200, "{}", settled.body);
+    assert_eq!(settled.body.trim(), want[0].1.to_string());
     // The pod takes writes again, and they count once.
     assert_eq!(
         t.pods[1]

@@ -162,6 +162,12 @@ fn catalog(app: &App) -> Response {
                 .map(|t| crate::query::view::CatalogRow::handed(id, t)),
         );
     }
+    rows.extend(
+        app.handoff
+            .receiving()
+            .into_iter()
+            .map(crate::query::view::CatalogRow::receiving),
+    );
     let mut out = Vec::new();
     for r in rows {
         if serde_json::to_writer(&mut out, &r).is_ok() {

@@ -240,6 +240,9 @@ async fn run_tenant_sql(
     .await;
     let (sql, missing) = match planned {
         Ok(Ok(p)) => p,
+        Ok(Err(msg)) if msg == crate::query::gather::HANDOFF_UNDER_WAY => {
+            return super::retry_later(msg)
+        }
         Ok(Err(msg)) => return error(StatusCode::BAD_REQUEST, msg),
         Err(e) => return task_failed(e),
     };

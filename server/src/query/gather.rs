@@ -261,6 +261,9 @@ impl<'a> Gather<'a> {
     }
 }
 
+/// Why `/sql` across the tenant waits while a hand-off is under way (answered 503).
+pub const HANDOFF_UNDER_WAY: &str = "a pod of the tenant is handing its data to another (a scale-down): a /sql read across the tenant could count its rows twice until that settles; retry shortly, or read with InfluxQL (/query), which stays exact throughout";
+
 /// The columns of a `/sql` inner query as the pods describe it.
 const DESCRIBE_STRUCTURE: &str = "name String, type String, position UInt32";
 
@@ -279,6 +282,11 @@ pub fn tenant_sql(
         None => (format!("({inner})"), 2, vec![]),
         Some(g) => {
             let budget = Budget::new(app.cfg.query.max_result_bytes.0);
+            // `inner` reads the pods' raw tables, where a table being handed over is on both
+            // pods: refused rather than counted twice (InfluxQL reads stay exact).
+            if g.view(&budget)?.handoff_under_way() {
+                return Err(HANDOFF_UNDER_WAY.into());
+            }
             let describe = Partial::DescribeSql { q: inner.into() };
             let rows = g.fetch(&budget, &|u| {
                 format!(

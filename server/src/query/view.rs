@@ -26,12 +26,17 @@ pub struct CatalogRow {
     /// InfluxDB's name of the type (`float`, `integer`, ...).
     pub field_type: String,
     /// Not 0: the row only says that this pod, leaving by hand-off `handed_by`, has handed
-    /// the table `measurement` over (see [`crate::handoff`]).
+    /// the table `measurement` over, or (with `measurement` empty) that it receives that
+    /// hand-off and has not settled it (see [`crate::handoff`]).
     #[serde(default)]
     pub handed_by: u64,
 }
 
 impl CatalogRow {
+    pub fn receiving(id: u64) -> Self {
+        Self::handed(id, String::new())
+    }
+
     pub fn handed(id: u64, table: String) -> Self {
         Self {
             db: String::new(),
@@ -64,6 +69,8 @@ pub struct View {
     conflicts: BTreeMap<(String, String, String), Vec<String>>,
     /// The tables each hand-off under way has handed over, as the leaving pods say.
     handed: crate::handoff::Handed,
+    /// The hand-offs some pod receives and has not settled.
+    receiving: std::collections::BTreeSet<u64>,
 }
 
 impl View {
@@ -88,6 +95,7 @@ impl View {
             dbs,
             conflicts: BTreeMap::new(),
             handed: Default::default(),
+            receiving: Default::default(),
         }
     }
 
@@ -126,10 +134,14 @@ impl View {
         let mut v = View::default();
         for r in rows {
             if r.handed_by != 0 {
-                v.handed
-                    .entry(r.handed_by)
-                    .or_default()
-                    .insert(r.measurement);
+                if r.measurement.is_empty() {
+                    v.receiving.insert(r.handed_by);
+                } else {
+                    v.handed
+                        .entry(r.handed_by)
+                        .or_default()
+                        .insert(r.measurement);
+                }
                 continue;
             }
             let d = v.dbs.entry(r.db.clone()).or_default();
@@ -190,6 +202,11 @@ impl View {
     /// The tables handed over by hand-offs under way, per hand-off.
     pub fn handed(&self) -> &crate::handoff::Handed {
         &self.handed
+    }
+
+    /// Whether some pod hands its data to another and the hand-off is not settled.
+    pub fn handoff_under_way(&self) -> bool {
+        !self.handed.is_empty() || !self.receiving.is_empty()
     }
 
     pub fn policies(&self, db: &str) -> Option<Vec<RetentionPolicyConfig>> {
@@ -281,6 +298,11 @@ mod tests {
         assert!(v.measurements("b", "autogen").is_empty());
         assert_eq!(v.default_policy("b").as_deref(), Some("autogen"));
         assert!(v.conflict("a", "autogen", "cpu").is_none());
+        assert!(!v.handoff_under_way());
+        let busy = View::from_rows([row("a", "cpu", "v", "float"), CatalogRow::receiving(7)]);
+        assert!(busy.handoff_under_way() && busy.handed().is_empty());
+        let handed = View::from_rows([CatalogRow::handed(7, "a_autogen_cpu".into())]);
+        assert_eq!(handed.handed()[&7].len(), 1);
         let msg = v.conflict("a", "autogen", "mem").unwrap();
         assert!(msg.contains("s of measurement mem"), "{msg}");
     }
