@@ -187,8 +187,8 @@ pub struct IngestTenantSpec {
     pub scaling: Option<ScalingSpec>,
 
     /// Latency-knee autoscaling: the operator adds replicas when the pods fall behind or the
-    /// offered rate needs more pods at their measured knee (scale-down waits for
-    /// decommissioning).
+    /// offered rate needs more pods at their measured knee, and removes them slowly (each
+    /// through decommissioning, which hands its data to the pods that stay).
     #[serde(default)]
     pub autoscaling: AutoscalingSpec,
 
