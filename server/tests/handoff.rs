@@ -416,3 +416,105 @@ fn a_refused_hand_off_says_why_and_cancelling_it_loses_and_doubles_nothing() {
     wait_counts(&urls[0], &more);
     wait_counts(&urls[1], &more);
 }
+
+/// A small file system of its own (tmpfs), unmounted when dropped; `None` where this process may
+/// not mount one (not root).
+struct SmallVolume(std::path::PathBuf, tempfile::TempDir);
+
+impl SmallVolume {
+    fn mount(size: &str) -> Option<SmallVolume> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return None;
+        }
+        let data = dir.path().join("data");
+        let v = SmallVolume(data.clone(), dir);
+        std::fs::create_dir(&data).ok()?;
+        Some(v)
+    }
+}
+
+impl Drop for SmallVolume {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.1.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_receiver_without_room_refuses_and_the_pod_keeps_its_data() {
+    // The receiving pod on a 24 MiB volume, the leaving pod holding more than fits there.
+    let Some(small) = SmallVolume::mount("24m") else {
+        println!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let recv_dir = small.0.clone();
+    let t = Tenant::start_with(2, &[("SLUICE_LIMITS_PRETOUCH_BYTES", "0")], |i| {
+        (i == 0).then(|| recv_dir.clone())
+    });
+    let mut state = seed().max(1);
+    let mut rows = 0u64;
+    for b in 0..20 {
+        let body: String = (0..1500)
+            .map(|i| {
+                let text: String = (0..1000)
+                    .map(|_| char::from(b'a' + (next(&mut state) % 26) as u8))
+                    .collect();
+                format!(
+                    "blob,k=k{} s=\"{text}\" {}\n",
+                    i % 10,
+                    1_700_000_000_000_000_000u64 + b * 10_000 + i
+                )
+            })
+            .collect();
+        let w = t.pods[1].write("db=s", &body);
+        assert_eq!(w.status, 204, "{}", w.body);
+        rows += 1500;
+    }
+    let count = |pod: &Server| {
+        pod.sql("SELECT count() FROM s_autogen_blob FORMAT TSV")
+            .trim()
+            .parse::<u64>()
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while count(&t.pods[1]) != rows {
+        assert!(Instant::now() < deadline, "not flushed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let started = decommission(&t.pods[1], &t.addresses()[0]);
+    assert_eq!(started.status, 202, "{}", started.body);
+    let s = wait_phase(&t.pods[1], "refused", Duration::from_secs(60));
+    let why = s["handoff"]["refused"].as_str().unwrap_or_default();
+    assert!(why.contains("bytes free on the data volume"), "{s}");
+    // Nothing moved: the receiver holds none of it, the leaving pod all of it.
+    assert_eq!(
+        t.pods[0]
+            .sql("SELECT count() FROM system.tables WHERE name = 's_autogen_blob' FORMAT TSV")
+            .trim(),
+        "0"
+    );
+    assert_eq!(count(&t.pods[1]), rows);
+    let cancelled = t.pods[1].request(
+        "DELETE",
+        "/decommission",
+        &[("Authorization", &auth())],
+        b"",
+    );
+    assert!(
+        cancelled.status == 200 || cancelled.status == 202,
+        "{}",
+        cancelled.body
+    );
+    wait_phase(&t.pods[1], "none", Duration::from_secs(60));
+    assert_eq!(t.pods[1].request("GET", "/ready", &[], b"").status, 200);
+    assert_eq!(count(&t.pods[1]), rows);
+    drop(t);
+}

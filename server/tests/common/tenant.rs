@@ -16,6 +16,15 @@ pub struct Tenant {
 
 impl Tenant {
     pub fn start(n: usize, env: &[(&str, &str)]) -> Tenant {
+        Self::start_with(n, env, |_| None)
+    }
+
+    /// As [`Tenant::start`], pod `i` on the data directory `data_dir(i)` when it names one.
+    pub fn start_with(
+        n: usize,
+        env: &[(&str, &str)],
+        data_dir: impl Fn(usize) -> Option<std::path::PathBuf>,
+    ) -> Tenant {
         let dir = tempfile::tempdir().expect("temp dir");
         let peers_file = dir.path().join("peers");
         let file = peers_file.display().to_string();
@@ -24,7 +33,12 @@ impl Tenant {
             ("SLUICE_CLUSTER_TOKEN", TOKEN),
         ];
         all.extend_from_slice(env);
-        let pods: Vec<Server> = (0..n).map(|_| Server::start(&all)).collect();
+        let pods: Vec<Server> = (0..n)
+            .map(|i| match data_dir(i) {
+                Some(d) => Server::start_in(&d, &all),
+                None => Server::start(&all),
+            })
+            .collect();
         let t = Tenant {
             pods,
             peers_file,
