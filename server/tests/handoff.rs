@@ -185,6 +185,23 @@ fn reader(
     })
 }
 
+/// Cancels `pod`'s decommission and waits until it takes writes again.
+fn cancel_and_wait_ready(pod: &Server) {
+    let cancelled = pod.request(
+        "DELETE",
+        "/decommission",
+        &[("Authorization", &auth())],
+        b"",
+    );
+    assert!(
+        cancelled.status == 200 || cancelled.status == 202,
+        "{}",
+        cancelled.body
+    );
+    wait_phase(pod, "none", Duration::from_secs(60));
+    assert_eq!(pod.request("GET", "/ready", &[], b"").status, 200);
+}
+
 /// Asks `pod` to leave and hand its data to `to`.
 fn decommission(pod: &Server, to: &str) -> common::Resp {
     pod.request(
@@ -383,19 +400,7 @@ fn a_refused_hand_off_says_why_and_cancelling_it_loses_and_doubles_nothing() {
     assert_eq!(busy.header("Retry-After"), Some("1"));
     assert!(busy.body.contains("handing its data"), "{}", busy.body);
 
-    let cancelled = t.pods[1].request(
-        "DELETE",
-        "/decommission",
-        &[("Authorization", &auth())],
-        b"",
-    );
-    assert!(
-        cancelled.status == 200 || cancelled.status == 202,
-        "{}",
-        cancelled.body
-    );
-    wait_phase(&t.pods[1], "none", Duration::from_secs(60));
-    assert_eq!(t.pods[1].request("GET", "/ready", &[], b"").status, 200);
+    cancel_and_wait_ready(&t.pods[1]);
     // The handed tables are the receiver's now; the refused one stayed here.
     assert_eq!(own_tables(&t.pods[1]), "1");
     wait_counts(&urls[0], &want);
@@ -502,19 +507,7 @@ fn a_receiver_without_room_refuses_and_the_pod_keeps_its_data() {
         "0"
     );
     assert_eq!(count(&t.pods[1]), rows);
-    let cancelled = t.pods[1].request(
-        "DELETE",
-        "/decommission",
-        &[("Authorization", &auth())],
-        b"",
-    );
-    assert!(
-        cancelled.status == 200 || cancelled.status == 202,
-        "{}",
-        cancelled.body
-    );
-    wait_phase(&t.pods[1], "none", Duration::from_secs(60));
-    assert_eq!(t.pods[1].request("GET", "/ready", &[], b"").status, 200);
+    cancel_and_wait_ready(&t.pods[1]);
     assert_eq!(count(&t.pods[1]), rows);
     drop(t);
 }
