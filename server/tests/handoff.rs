@@ -373,6 +373,16 @@ fn a_refused_hand_off_says_why_and_cancelling_it_loses_and_doubles_nothing() {
     let to = t.addresses()[0].clone();
     let bad = decommission(&t.pods[1], "a,b:1");
     assert_eq!(bad.status, 400, "{}", bad.body);
+    // Pointed at itself: refused, nothing moves; then pointed at the pod that stays.
+    let itself = decommission(&t.pods[1], &t.addresses()[1]);
+    assert_eq!(itself.status, 202, "{}", itself.body);
+    let s = wait_phase(&t.pods[1], "refused", Duration::from_secs(60));
+    assert!(
+        s["handoff"]["refused"]
+            .as_str()
+            .is_some_and(|w| w.contains("cannot hand its data to itself")),
+        "{s}"
+    );
     let started = decommission(&t.pods[1], &to);
     assert_eq!(started.status, 202, "{}", started.body);
     let deadline = Instant::now() + Duration::from_secs(120);

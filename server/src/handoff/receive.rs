@@ -193,6 +193,15 @@ pub fn answer(app: &App, from: IpAddr, ask: Ask) -> Result<Value, ReceiveError> 
 }
 
 fn begin(app: &App, id: u64, bytes: u64) -> Result<Value, ReceiveError> {
+    // Its own data would be copied into the tables it is about to drop; another pod's data
+    // would have to be handed on again.
+    if let Some(l) = app.handoff.leaving() {
+        return Err(ReceiveError::Refused(if l.id == id {
+            "a pod cannot hand its data to itself".into()
+        } else {
+            "this pod is itself leaving the tenant (decommissioned)".into()
+        }));
+    }
     if let Some(v) = crate::disk::volume(std::path::Path::new(&app.cfg.data_dir)) {
         let floor = app.cfg.limits.min_free_disk_bytes.0.min(v.total / 10);
         // What the copy takes, plus room for merging it, above the floor writes keep.
