@@ -558,7 +558,7 @@ async fn apply(tenant: &IngestTenant, ctx: &Context) -> Result<Action, Error> {
     })
 }
 
-async fn existing_stateful_set(
+pub(crate) async fn existing_stateful_set(
     tenant: &IngestTenant,
     ctx: &Context,
 ) -> Result<Option<StatefulSet>, Error> {

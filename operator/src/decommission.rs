@@ -13,7 +13,6 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams};
 use kube::runtime::events::EventType;
@@ -106,42 +105,45 @@ pub async fn stage(
     ctx: &Context,
     v: &ValidTenant,
 ) -> Result<Outcome, Error> {
-    let stss: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), &v.namespace);
-    let current = stss
-        .get_opt(&v.name)
-        .await?
-        .and_then(|s| s.spec.and_then(|s| s.replicas));
-    if current.is_none() {
+    let sts = crate::controller::existing_stateful_set(tenant, ctx).await?;
+    let Some(current) = sts.and_then(|s| s.spec.and_then(|s| s.replicas)) else {
         // A new tenant: no pod to decommission or return to service.
         return Ok(Outcome {
             replicas: v.replicas,
             ..Default::default()
         });
-    }
-    let token = cluster_token(ctx, v).await?;
+    };
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &v.namespace);
     let listed = pods
         .list(&ListParams::default().labels(&builders::selector_string(&v.name)))
         .await?
         .items;
-    let staying = current.unwrap_or(0).min(v.replicas);
-    return_to_service(tenant, ctx, v, &listed, staying, token.as_deref()).await;
+    let staying = current.min(v.replicas);
+    let leaving = v.replicas < current && v.replicas > 0;
+    let not_ready: Vec<&Pod> = (0..staying)
+        .filter_map(|o| listed.iter().find(|p| p.name_any() == pod_name(v, o)))
+        .filter(|p| !is_ready(p))
+        .collect();
+    // The token is read only when a pod has to be asked.
+    let token = if leaving || !not_ready.is_empty() {
+        cluster_token(ctx, v).await?
+    } else {
+        None
+    };
+    return_to_service(tenant, ctx, &not_ready, token.as_deref()).await;
 
-    let leaving_ordinal = current.map(|c| c - 1);
-    let leaving_ip = leaving_ordinal.and_then(|o| pod_ip(&listed, &pod_name(v, o)));
-    let report = match (&leaving_ip, &token, current) {
-        (Some(ip), Some(t), Some(c)) if v.replicas < c && v.replicas > 0 => {
-            match get(ip, t).await {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    tracing::debug!(error = %e, "the leaving pod does not answer");
-                    None
-                }
+    let leaving_ip = pod_ip(&listed, &pod_name(v, current - 1));
+    let report = match (&leaving_ip, &token) {
+        (Some(ip), Some(t)) if leaving => match get(ip, t).await {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::debug!(error = %e, "the leaving pod does not answer");
+                None
             }
-        }
+        },
         _ => None,
     };
-    match decide(v.replicas, current, report.as_ref()) {
+    match decide(v.replicas, Some(current), report.as_ref()) {
         Plan::Run { replicas } => Ok(Outcome {
             replicas,
             ..Default::default()
@@ -213,28 +215,20 @@ pub async fn stage(
 }
 
 /// Pods that stay but still refuse writes from a decommission (cancelled by a scale-up, or
-/// brought back on a volume they once emptied) take writes again. Only pods that are not
-/// ready are asked: a decommissioned pod never is.
+/// brought back on a volume they once emptied) take writes again. Only the staying pods that
+/// are not ready (`not_ready`) are asked: a decommissioned pod never is.
 async fn return_to_service(
     tenant: &IngestTenant,
     ctx: &Context,
-    v: &ValidTenant,
-    pods: &[Pod],
-    staying: i32,
+    not_ready: &[&Pod],
     token: Option<&str>,
 ) {
     let Some(token) = token else {
         return;
     };
-    for ordinal in 0..staying {
-        let name = pod_name(v, ordinal);
-        let Some(pod) = pods.iter().find(|p| p.name_any() == name) else {
-            continue;
-        };
-        if is_ready(pod) {
-            continue;
-        }
-        let Some(ip) = pod_ip(pods, &name) else {
+    for pod in not_ready {
+        let name = pod.name_any();
+        let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
             continue;
         };
         let Ok(report) = get(&ip, token).await else {

@@ -187,6 +187,19 @@ impl Handoff {
     }
 }
 
+/// The numbers of a query's single row (`SELECT count(), ...`); 0 for what does not parse.
+pub(crate) fn numbers(
+    engine: &crate::engine::Engine,
+    sql: &str,
+) -> Result<Vec<u64>, crate::engine::EngineError> {
+    let out = engine.query(sql, chdb_rust::format::OutputFormat::TabSeparated)?;
+    Ok(String::from_utf8_lossy(&out)
+        .trim()
+        .split('\t')
+        .map(|v| v.parse().unwrap_or(0))
+        .collect())
+}
+
 /// A new hand-off id: random, non-zero, within [`sql::ID_BITS`].
 pub fn new_id() -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();

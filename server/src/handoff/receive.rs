@@ -4,7 +4,6 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use chdb_rust::format::OutputFormat;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sluice_core::config::{RetentionDuration, RetentionPolicyConfig};
@@ -321,17 +320,17 @@ fn run(app: &App, sql: &str) -> Result<(), ReceiveError> {
 }
 
 fn count(app: &App, sql: &str) -> Result<u64, ReceiveError> {
-    let out = app.engine.query(sql, OutputFormat::TabSeparated)?;
-    Ok(String::from_utf8_lossy(&out).trim().parse().unwrap_or(0))
+    Ok(super::numbers(&app.engine, sql)?
+        .first()
+        .copied()
+        .unwrap_or(0))
 }
 
 /// `(rows, hash)` of a [`sql::digest_sql`].
 pub fn digest(app: &App, sql: &str) -> Result<(u64, u64), EngineError> {
-    let out = app.engine.query(sql, OutputFormat::TabSeparated)?;
-    let text = String::from_utf8_lossy(&out);
-    let mut it = text
-        .trim()
-        .split('\t')
-        .map(|v| v.parse::<u64>().unwrap_or(0));
-    Ok((it.next().unwrap_or(0), it.next().unwrap_or(0)))
+    let n = super::numbers(&app.engine, sql)?;
+    Ok((
+        n.first().copied().unwrap_or(0),
+        n.get(1).copied().unwrap_or(0),
+    ))
 }

@@ -329,11 +329,10 @@ fn listen_port(app: &App) -> u16 {
 }
 
 fn bytes_on_disk(app: &App) -> Result<u64, SendError> {
-    let out = app.engine.query(
+    count(
+        app,
         "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = currentDatabase()",
-        OutputFormat::TabSeparated,
-    )?;
-    Ok(String::from_utf8_lossy(&out).trim().parse().unwrap_or(0))
+    )
 }
 
 fn list_tables(app: &App) -> std::collections::BTreeMap<String, TableProgress> {
@@ -413,8 +412,10 @@ fn q(t: &str) -> String {
 }
 
 fn count(app: &App, sql: &str) -> Result<u64, SendError> {
-    let out = app.engine.query(sql, OutputFormat::TabSeparated)?;
-    Ok(String::from_utf8_lossy(&out).trim().parse().unwrap_or(0))
+    Ok(super::numbers(&app.engine, sql)?
+        .first()
+        .copied()
+        .unwrap_or(0))
 }
 
 /// Sends `what` to the receiver and returns its JSON answer.

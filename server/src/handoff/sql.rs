@@ -153,8 +153,8 @@ pub fn ranges(mut bounds: Vec<u64>) -> Vec<(u64, u64)> {
     out
 }
 
-/// A table's source for a read: `None` leaves it out; else the table, or the table without
-/// the rows of the hand-offs in `excluded` (received, not settled).
+/// A table's source for a read: the table, or the table without the rows of the hand-offs in
+/// `excluded` (received, not settled).
 pub fn counted_source(table: &str, excluded: &[u64]) -> String {
     if excluded.is_empty() {
         return quote_ident(table);

@@ -126,8 +126,16 @@ impl Ctx<'_> {
 /// the request then runs once more on a fresh catalog.
 pub fn run(app: &App, req: &Request) -> Answer {
     let answer = run_once(app, req);
+    let stale = |r: &Value| {
+        r["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(crate::handoff::STALE_VIEW))
+    };
     if let Answer::Results { body, .. } = &answer {
-        if body.to_string().contains(crate::handoff::STALE_VIEW) {
+        if body["results"]
+            .as_array()
+            .is_some_and(|rs| rs.iter().any(stale))
+        {
             app.views.clear();
             return run_once(app, req);
         }
