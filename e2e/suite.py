@@ -26,6 +26,7 @@ Every wait is bounded; a failed scenario prints what it saw and the suite stops 
 depend on the state earlier ones leave), then cleans up unless --keep.
 """
 import argparse
+import base64
 import http.client
 import json
 import os
@@ -303,8 +304,8 @@ def patch_tenant(patch):
     k("-n", NS, "patch", "ingesttenant", TENANT, "--type", "merge", "-p", json.dumps(patch))
 
 
-def tenant_pods():
-    pods = kj("-n", NS, "get", "pods", "-l", f"app.kubernetes.io/name=sluice-server,app.kubernetes.io/instance={TENANT}")
+def tenant_pods(name=TENANT):
+    pods = kj("-n", NS, "get", "pods", "-l", f"app.kubernetes.io/name=sluice-server,app.kubernetes.io/instance={name}")
     return sorted(pods["items"], key=lambda p: p["metadata"]["name"])
 
 
@@ -936,10 +937,12 @@ def influxql_count(measurement):
     return row[0]["values"][0][1] if row else 0
 
 
-def decommissioned_events():
-    """How many times the operator reported a pod emptied (a repeated Event counts in its series)."""
+def decommissioned_events(reason="Decommissioned", name=TENANT):
+    """How many times the operator reported `reason` for tenant `name` (a repeated Event counts
+    in its series); by default, pods emptied."""
     return sum((e.get("series") or {}).get("count", 1)
-               for e in kj("-n", NS, "get", "events.events.k8s.io")["items"] if e.get("reason") == "Decommissioned")
+               for e in kj("-n", NS, "get", "events.events.k8s.io")["items"]
+               if e.get("reason") == reason and (e.get("regarding") or {}).get("name") == name)
 
 
 def shrink_to_one(total, tag):
@@ -1053,6 +1056,143 @@ def scale_down_survives_kills():
     got = wait_for("every point once through the Service", lambda: (
         (influxql_count("spread"), influxql_count("bulk")) == (total, bulk) or None) and True, 180, interval=3)
     return f"{'; '.join(done)}; {verified}; spread {total} and bulk {bulk} exact ({got})"
+
+
+def influxql_counts(regex):
+    """{measurement: count of field i} over every measurement matching `regex`, through the
+    Service (fan-out)."""
+    return {sr["name"]: sr["values"][0][1]
+            for sr in influxql(f'SELECT count("i") FROM /{regex}/ WHERE time > now() - 1d')}
+
+
+def cluster_token(name=TENANT):
+    """The token the tenant's pods and its operator use between themselves."""
+    return base64.b64decode(kj("-n", NS, "get", "secret", f"{name}-cluster")["data"]["token"]).decode().strip()
+
+
+def pod_decommission(base, token):
+    """The pod's own decommission status (`GET /decommission`, with the cluster token)."""
+    st, body = req("GET", base, "/decommission", headers={"Authorization": f"Bearer {token}"})
+    if st != 200:
+        raise Fail(f"GET /decommission: {st} {body[:200]!r}")
+    return json.loads(body)
+
+
+def exact_counts(regex, want):
+    """True when the counts through the Service are `want`; else Fail naming what differs."""
+    got = influxql_counts(regex)
+    if got == want:
+        return True
+    diff = {m: (got.get(m), n) for m, n in want.items() if got.get(m) != n}
+    diff.update({m: (n, None) for m, n in got.items() if m not in want})
+    raise Fail(f"{sum(got.values())} points, want {sum(want.values())}; {len(diff)} measurements differ "
+               f"(got, want): {dict(list(diff.items())[:6])}")
+
+
+@scenario
+def scale_up_cancels_a_decommission():
+    """2 -> 1, and back to 2 while pod 1 hands its data over: the operator cancels the
+    decommission, pod 1 (the same pod, never removed) takes writes again with what it still
+    holds, and every point is read once through the Service; then 2 -> 1 to the end, which hands
+    over what the cancelled attempt left."""
+    k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=2")
+    wait_tenant_ready(timeout=300, replicas=2)
+    # Many tables, each copied, counted and verified in turn, so the hand-off lasts seconds.
+    # Half of the requests to each pod, so that both hold every table.
+    n_tables, per_request, t0 = 120, 250, (int(time.time()) - 1800) * 10**9
+    pods = tenant_pods()
+    for r in range(8):
+        body = "\n".join(f"cancel{m:03d},h=h{j % 10} i={j}i {t0 + r * per_request + j}"
+                         for m in range(n_tables) for j in range(per_request))
+        wait_for(f"bulk request {r}", lambda: write(ACC.pod(pods[r % 2]), body)[0] == 204, 120, interval=1)
+    want = {f"cancel{m:03d}": 8 * per_request for m in range(n_tables)}
+    wait_for("the tables through the Service", lambda: exact_counts("^cancel[0-9]", want), 120, interval=2)
+    pod1 = tenant_pods()[1]
+    uid1 = pod1["metadata"]["uid"]
+    cancels = decommissioned_events("DecommissionCancelled")
+    w = Writer("cancelled", size=100, pause=0.01)
+    w.start()
+    wait_for("acknowledged writes", lambda: len(w.acked) >= 50, 120)
+    # Raised again as soon as pod 1 itself says it leaves (the operator's status follows only
+    # every few seconds, by when a small hand-off may be over).
+    k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=1")
+    base1, token = ACC.pod(pod1), cluster_token()
+    phase = wait_for("pod 1 leaving", lambda: (lambda p: p if p not in ("none", "empty") else None)(
+        pod_decommission(base1, token)["phase"]), 180, interval=0.1)
+    k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=2")
+    wait_for("a DecommissionCancelled Event", lambda: decommissioned_events("DecommissionCancelled") > cancels,
+             120, interval=1)
+    wait_tenant_ready(timeout=180, replicas=2)
+    if decommission_status():
+        raise Fail(f"status.decommission after the cancel: {decommission_status()}")
+    now1 = [p for p in tenant_pods() if p["metadata"]["name"] == f"{TENANT}-1"]
+    if not now1 or now1[0]["metadata"]["uid"] != uid1:
+        raise Fail("pod 1 was removed: the StatefulSet shrank although the decommission was cancelled")
+    kept = [t for t in tables(ACC.pod(now1[0])) if re.search(r"_cancel[0-9]", t)]
+    if not kept:
+        raise Fail("pod 1 holds none of its tables: the hand-off finished before the cancel, so nothing was cancelled")
+    n0 = len(w.acked)
+    wait_for("writes after the cancel", lambda: len(w.acked) >= n0 + 50, 120)
+    counts = wait_for("every point once through the Service", lambda: exact_counts("^cancel[0-9]", want), 120, interval=2)
+    # Then down to 1 for good: what the cancelled hand-off left on pod 1 goes over too.
+    k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=1")
+    wait_for("one pod left", lambda: len(tenant_pods()) == 1, 600, interval=2)
+    wait_tenant_ready(timeout=240, replicas=1)
+    w.stop()
+    verified = w.verify(timeout=240, allow_refused=True)
+    exact_counts("^cancel[0-9]", want)
+    return (f"cancelled in phase {phase}; pod 1 kept "
+            f"{len(kept)} of {n_tables} tables and took writes again; counts exact ({counts}); then "
+            f"2 -> 1 handed the rest: {verified}")
+
+
+@scenario
+def scale_down_refused_when_a_field_type_differs():
+    """A field written as a number to one pod and as a string to the other: the leaving pod cannot
+    hand that table over. The scale-down stops with the tenant's Degraded condition
+    (DecommissionRefused) naming the field, the StatefulSet keeps both pods, nothing is lost,
+    and raising the replicas again returns the pod to service. A second tenant, deleted after."""
+    name = "clash"
+    manifest = tenant_manifest(replicas=2, scaling={"minReplicas": 1, "maxReplicas": 2},
+                               storage={"size": "1Gi", "reclaimPolicy": "Delete",
+                                        **({"storageClassName": STORAGE_CLASS} if STORAGE_CLASS else {})})
+    manifest["metadata"]["name"] = name
+    apply(manifest)
+    try:
+        def ready(n):
+            st = (kget("ingesttenant", name) or {}).get("status", {})
+            pods = tenant_pods(name)
+            return st.get("readyReplicas") == n and len(pods) == n and all(pod_ready(p) for p in pods)
+        wait_for(f"tenant {name} Ready", lambda: ready(2), 300, interval=2)
+        p0, p1 = tenant_pods(name)
+        uid1 = p1["metadata"]["uid"]
+        ts = (int(time.time()) - 600) * 10**9
+        for pod, value in ((p0, "1.5"), (p1, '"text"')):
+            st, ans = write(ACC.pod(pod), f"clash,h=a v={value} {ts}\nfine,h=a i=1i {ts}")
+            if st != 204:
+                raise Fail(f"write to {pod['metadata']['name']}: {st} {ans[:200]!r}")
+        k("-n", NS, "scale", "ingesttenant", name, "--replicas=1")
+
+        def refused():
+            t = kget("ingesttenant", name) or {}
+            c = {c["type"]: c for c in t.get("status", {}).get("conditions", [])}.get("Degraded", {})
+            return c if c.get("status") == "True" and c.get("reason") == "DecommissionRefused" else None
+        cond = wait_for("the Degraded condition (DecommissionRefused)", refused, 180, interval=1)
+        if "v" not in cond.get("message", "") or "another type" not in cond.get("message", ""):
+            raise Fail(f"the condition does not name the field: {cond.get('message')!r}")
+        time.sleep(10)  # several reconciles: the set must keep pod 1
+        sts = kget("statefulset", name) or {}
+        now1 = [p for p in tenant_pods(name) if p["metadata"]["name"] == f"{name}-1"]
+        if sts.get("spec", {}).get("replicas") != 2 or not now1 or now1[0]["metadata"]["uid"] != uid1:
+            raise Fail(f"the StatefulSet shrank although pod 1 could not hand its data over")
+        k("-n", NS, "scale", "ingesttenant", name, "--replicas=2")
+        wait_for(f"tenant {name} Ready again", lambda: ready(2) and not refused(), 180, interval=2)
+        st, ans = write(ACC.pod(now1[0]), f"fine,h=a i=2i {ts + 1}")
+        if st != 204:
+            raise Fail(f"pod 1 after the cancel: {st} {ans[:200]!r}")
+        return f"refused: {cond['message'][:200]}; both pods kept, pod 1 takes writes again"
+    finally:
+        k("-n", NS, "delete", "ingesttenant", name, "--wait=true", "--timeout=180s", check=False)
 
 
 def sluice_load():

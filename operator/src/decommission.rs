@@ -120,17 +120,26 @@ pub async fn stage(
         .items;
     let staying = current.min(v.replicas);
     let leaving = v.replicas < current && v.replicas > 0;
-    let not_ready: Vec<&Pod> = (0..staying)
-        .filter_map(|o| listed.iter().find(|p| p.name_any() == pod_name(v, o)))
-        .filter(|p| !is_ready(p))
+    // The pod this stage was decommissioning, if it now stays: asked at once, since its
+    // readiness probe may not have noticed yet that it stopped taking writes.
+    let recorded = tenant
+        .status
+        .as_ref()
+        .and_then(|s| s.decommission.as_ref())
+        .map(|d| d.ordinal);
+    let returning: Vec<&Pod> = (0..staying)
+        .filter_map(|o| {
+            let pod = listed.iter().find(|p| p.name_any() == pod_name(v, o))?;
+            (!is_ready(pod) || recorded == Some(o)).then_some(pod)
+        })
         .collect();
     // The token is read only when a pod has to be asked.
-    let token = if leaving || !not_ready.is_empty() {
+    let token = if leaving || !returning.is_empty() {
         cluster_token(ctx, v).await?
     } else {
         None
     };
-    return_to_service(tenant, ctx, &not_ready, token.as_deref()).await;
+    return_to_service(tenant, ctx, &returning, token.as_deref()).await;
 
     let leaving_ip = pod_ip(&listed, &pod_name(v, current - 1));
     let report = match (&leaving_ip, &token) {
@@ -216,17 +225,18 @@ pub async fn stage(
 
 /// Pods that stay but still refuse writes from a decommission (cancelled by a scale-up, or
 /// brought back on a volume they once emptied) take writes again. Only the staying pods that
-/// are not ready (`not_ready`) are asked: a decommissioned pod never is.
+/// are not ready, or were leaving until now, are asked (`pods`): a decommissioned pod never is
+/// ready.
 async fn return_to_service(
     tenant: &IngestTenant,
     ctx: &Context,
-    not_ready: &[&Pod],
+    pods: &[&Pod],
     token: Option<&str>,
 ) {
     let Some(token) = token else {
         return;
     };
-    for pod in not_ready {
+    for pod in pods {
         let name = pod.name_any();
         let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
             continue;

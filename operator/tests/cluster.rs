@@ -1396,3 +1396,82 @@ async fn autoscaler_adds_a_pod_when_the_pods_fall_behind() {
     })
     .await;
 }
+
+/// The decommission stage against the real API server, with pods that never start (so none
+/// answers): a scale-down records which pod leaves and to whom, and the StatefulSet keeps every
+/// pod, because only the leaving pod's own word that it is empty may shrink it; a restarted
+/// operator picks the same stage up; raising the replicas again ends it; scaling to zero hands
+/// nothing over. What the pods say while they hand their data over is covered on the real
+/// cluster by e2e (`scale_down_*`, `scale_up_cancels_a_decommission`).
+#[tokio::test]
+async fn scale_down_keeps_a_pod_until_it_reports_itself_empty() {
+    with_harness("decommission", true, |h| {
+        Box::pin(async move {
+            h.create_tenant(
+                "acme",
+                json!({
+                    "replicas": 3, "scaling": {"minReplicas": 0, "maxReplicas": 3},
+                    "scheduling": unschedulable()
+                }),
+            )
+            .await;
+            let api = h.api::<IngestTenant>();
+            let stss = h.api::<StatefulSet>();
+            let sts_replicas =
+                || async { stss.get("acme").await.ok().and_then(|s| s.spec?.replicas) };
+            wait_for("StatefulSet replicas 3", || async {
+                (sts_replicas().await == Some(3)).then_some(())
+            })
+            .await;
+            let scale = |n: i32| {
+                let api = api.clone();
+                async move {
+                    api.patch_scale(
+                        "acme",
+                        &PatchParams::default(),
+                        &Patch::Merge(&json!({"spec": {"replicas": n}})),
+                    )
+                    .await
+                    .expect("scale");
+                }
+            };
+            let leaving = |t: &IngestTenant| t.status.as_ref().and_then(|s| s.decommission.clone());
+
+            scale(1).await;
+            let t = h
+                .wait_status("acme", "status.decommission", |t| leaving(t).is_some())
+                .await;
+            let d = leaving(&t).expect("decommission status");
+            assert_eq!((d.ordinal, d.receiver), (2, 0), "{d:?}");
+            assert_eq!(d.phase, "unknown", "{d:?}");
+            assert_eq!(d.message.as_deref(), Some("pod acme-2 does not answer"));
+            // Several reconciles later the set still has every pod.
+            h.wait_reconciles(3).await;
+            assert_eq!(sts_replicas().await, Some(3));
+
+            // An operator restart resumes the same stage from the cluster's state.
+            h.stop_controller().await;
+            h.start_controller();
+            h.wait_reconciles(2).await;
+            assert_eq!(sts_replicas().await, Some(3));
+            let d = leaving(&h.tenant("acme").await).expect("still decommissioning");
+            assert_eq!((d.ordinal, d.receiver), (2, 0));
+
+            // Raising the replicas again ends it: no pod leaves.
+            scale(3).await;
+            h.wait_status("acme", "no decommission", |t| leaving(t).is_none())
+                .await;
+            h.wait_reconciles(2).await;
+            assert_eq!(sts_replicas().await, Some(3));
+
+            // To zero nothing is handed over (no pod would stay to take it).
+            scale(0).await;
+            wait_for("StatefulSet replicas 0", || async {
+                (sts_replicas().await == Some(0)).then_some(())
+            })
+            .await;
+            assert!(leaving(&h.tenant("acme").await).is_none());
+        })
+    })
+    .await;
+}
