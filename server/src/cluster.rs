@@ -79,8 +79,13 @@ pub enum Partial {
         lo: u64,
         hi: u64,
     },
-    /// A `/sql` inner query, checked by the pod's guard again (`Native`).
-    Sql { q: String },
+    /// A `/sql` inner query, checked by the pod's guard again (`Native`), with the gathering
+    /// pod's view of the hand-offs under way (as in `Select`).
+    Sql {
+        q: String,
+        #[serde(default)]
+        handed: Vec<(u64, Vec<String>)>,
+    },
     /// The columns of a `/sql` inner query on this pod (`name, type` in `JSONEachRow`;
     /// nothing when the pod cannot run it, for example without the table).
     DescribeSql { q: String },

@@ -103,6 +103,20 @@ impl Pool {
         })
     }
 
+    /// A connection opened like the pool's, with `additional_table_filters` set before its
+    /// read-only mode (which would refuse it).
+    fn open_filtered(&self, filters: &str) -> Result<Connection, chdb_rust::error::Error> {
+        let (readonly, mut args): (Vec<String>, Vec<String>) = self
+            .args
+            .iter()
+            .cloned()
+            .partition(|a| a.starts_with("--readonly="));
+        args.push(format!("--additional_table_filters={filters}"));
+        args.extend(readonly);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Connection::open(&args)
+    }
+
     /// Blocks until a connection is free.
     fn lease(&self) -> Lease<'_> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
@@ -359,6 +373,23 @@ impl Engine {
         wait: Duration,
         sink: &mut dyn FnMut(Vec<u8>) -> bool,
     ) -> Result<(), QueryError> {
+        self.stream_filtered(readers, None, sql, streamed, wait, sink)
+    }
+
+    /// [`Engine::stream_on`], with `filters` (a ClickHouse map literal of table name to
+    /// condition, `additional_table_filters`) applied to every read of those tables, however
+    /// the query names them. The read runs on a connection of its own opened with them
+    /// (under a quarter of a millisecond), since a read-only connection takes no settings
+    /// from its queries; it still waits for a place in `readers`' pool like any read.
+    pub fn stream_filtered(
+        &self,
+        readers: Readers,
+        filters: Option<&str>,
+        sql: &str,
+        streamed: bool,
+        wait: Duration,
+        sink: &mut dyn FnMut(Vec<u8>) -> bool,
+    ) -> Result<(), QueryError> {
         let pool = match readers {
             Readers::Local => &self.readers,
             Readers::Gather => self
@@ -366,55 +397,20 @@ impl Engine {
                 .as_ref()
                 .ok_or_else(|| QueryError::Engine("this pod does not gather reads".into()))?,
         };
-        let mut conn = pool
+        let mut lease = pool
             .lease_within(wait)
             .ok_or(QueryError::Busy(self.reader_count))?;
-        if !streamed {
-            let r = crate::priority::keep(|| conn.query(sql, OutputFormat::JSON))
-                .map_err(|e| QueryError::Engine(e.to_string()))?;
-            sink(r.data_ref().to_vec());
-            return Ok(());
-        }
-        let mut finished = false;
-        let result = crate::priority::keep(|| {
-            let mut delivered = false;
-            {
-                let mut stream = conn
-                    .query_stream(sql, OutputFormat::JSON)
-                    .map_err(|e| QueryError::Engine(e.to_string()))?;
-                while let Some(chunk) = stream
-                    .next_chunk()
-                    .map_err(|e| QueryError::Engine(e.to_string()))?
-                {
-                    if chunk.data_ref().is_empty() {
-                        continue;
-                    }
-                    delivered = true;
-                    if !sink(chunk.data_ref().to_vec()) {
-                        return Ok(());
-                    }
-                }
+        let Some(filters) = filters else {
+            let (result, finished) = run_stream(&mut lease, sql, streamed, sink);
+            if !finished {
+                lease.replace();
             }
-            if !delivered {
-                // An empty result's whole output (a JSON document with `"rows": 0`, a
-                // `TSVWithNames` header) comes in the stream's last chunk, which chdb-rust's
-                // iterator drops: it takes a chunk that read no rows for the end. Without this a
-                // query with no rows answered 200 with an empty body, which no client parses.
-                // The second run costs as much as the first, but only for an empty result.
-                let r = conn
-                    .query(sql, OutputFormat::JSON)
-                    .map_err(|e| QueryError::Engine(e.to_string()))?;
-                if !r.data_ref().is_empty() && !sink(r.data_ref().to_vec()) {
-                    return Ok(());
-                }
-            }
-            finished = true;
-            Ok(())
-        });
-        if !finished {
-            conn.replace();
-        }
-        result
+            return result;
+        };
+        let mut own = pool
+            .open_filtered(filters)
+            .map_err(|e| QueryError::Engine(format!("opening a filtered read: {e}")))?;
+        run_stream(&mut own, sql, streamed, sink).0
     }
 
     /// The engine's own parse of `sql` (`EXPLAIN AST`), one node per line, on a read-only
@@ -554,6 +550,65 @@ const MERGE_NICE: &str = "--os_threads_nice_value_merge_mutate=10";
 /// needs an entry to be in the table entirely or not at all. With chDB's defaults a flush above
 /// about 1 M rows or 256 MiB became several parts (a 2.5 M-row flush made three).
 const WHOLE_INSERT: &str = "min_insert_block_size_rows = 1000000000000, min_insert_block_size_bytes = 1000000000000000, max_insert_threads = 1";
+
+/// Runs `sql` on `conn`, handing its output to `sink` chunk by chunk (whole when not
+/// `streamed`); also says whether it ran to its end (a stream stopped early can leave output
+/// behind on the connection).
+fn run_stream(
+    conn: &mut Connection,
+    sql: &str,
+    streamed: bool,
+    sink: &mut dyn FnMut(Vec<u8>) -> bool,
+) -> (Result<(), QueryError>, bool) {
+    if !streamed {
+        let r = crate::priority::keep(|| conn.query(sql, OutputFormat::JSON))
+            .map_err(|e| QueryError::Engine(e.to_string()));
+        return match r {
+            Ok(r) => {
+                sink(r.data_ref().to_vec());
+                (Ok(()), true)
+            }
+            Err(e) => (Err(e), true),
+        };
+    }
+    let mut finished = false;
+    let result = crate::priority::keep(|| {
+        let mut delivered = false;
+        {
+            let mut stream = conn
+                .query_stream(sql, OutputFormat::JSON)
+                .map_err(|e| QueryError::Engine(e.to_string()))?;
+            while let Some(chunk) = stream
+                .next_chunk()
+                .map_err(|e| QueryError::Engine(e.to_string()))?
+            {
+                if chunk.data_ref().is_empty() {
+                    continue;
+                }
+                delivered = true;
+                if !sink(chunk.data_ref().to_vec()) {
+                    return Ok(());
+                }
+            }
+        }
+        if !delivered {
+            // An empty result's whole output (a JSON document with `"rows": 0`, a
+            // `TSVWithNames` header) comes in the stream's last chunk, which chdb-rust's
+            // iterator drops: it takes a chunk that read no rows for the end. Without this a
+            // query with no rows answered 200 with an empty body, which no client parses.
+            // The second run costs as much as the first, but only for an empty result.
+            let r = conn
+                .query(sql, OutputFormat::JSON)
+                .map_err(|e| QueryError::Engine(e.to_string()))?;
+            if !r.data_ref().is_empty() && !sink(r.data_ref().to_vec()) {
+                return Ok(());
+            }
+        }
+        finished = true;
+        Ok(())
+    });
+    (result, finished)
+}
 
 #[cfg(test)]
 mod tests {

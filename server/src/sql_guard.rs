@@ -365,6 +365,13 @@ impl Guard {
     }
 }
 
+/// Whether a parse tree (`EXPLAIN AST`) calls function or table function `name`.
+pub fn calls(tree: &str, name: &str) -> bool {
+    tree.lines()
+        .filter(|l| node_kind(l) == Some("Function"))
+        .any(|l| function_name(l).eq_ignore_ascii_case(name))
+}
+
 /// The node type of one line of `EXPLAIN AST` output: its first word, if it looks like one.
 fn node_kind(line: &str) -> Option<&str> {
     let word = line.trim_start_matches(' ').split(' ').next()?;
@@ -422,6 +429,14 @@ pub fn content_type(format: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calls_finds_a_function_by_name_whatever_its_alias() {
+        let tree = "SelectWithUnionQuery (children 1)\n ExpressionList (children 1)\n  SelectQuery (children 2)\n   TablesInSelectQuery (children 1)\n    TablesInSelectQueryElement (children 1)\n     TableExpression (children 1)\n      Function MERGE (alias x) (children 1)\n";
+        assert!(calls(tree, "merge"));
+        assert!(!calls(tree, "numbers"));
+        assert!(!calls("SelectWithUnionQuery\n Identifier merge\n", "merge"));
+    }
 
     fn guard() -> Guard {
         Guard::new([

@@ -167,6 +167,24 @@ impl Handoff {
     /// hand-offs: `Ok(None)` leaves the table out (handed away), `Ok(Some(source))` reads
     /// `source`; an error means the view is older than this pod's state.
     pub fn counted_source(&self, table: &str, view: &Handed) -> Result<Option<String>, String> {
+        Ok(self
+            .counted(table, view)?
+            .map(|excluded| sql::counted_source(table, &excluded)))
+    }
+
+    /// [`Handoff::counted_source`] as a row filter on `table` (ClickHouse's
+    /// `additional_table_filters`), for reads whose SQL names the tables itself (`/sql`):
+    /// `None` reads every row.
+    pub fn counted_filter(&self, table: &str, view: &Handed) -> Result<Option<String>, String> {
+        Ok(match self.counted(table, view)? {
+            None => Some("0".into()),
+            Some(excluded) => sql::counted_filter(&excluded),
+        })
+    }
+
+    /// The hand-offs whose rows of `table` this pod leaves out, or `None` when it leaves the
+    /// whole table out (handed away).
+    fn counted(&self, table: &str, view: &Handed) -> Result<Option<Vec<u64>>, String> {
         if let Some((id, handed)) = self.handed_away() {
             if handed.contains(table) {
                 return if view.get(&id).is_some_and(|t| t.contains(table)) {
@@ -178,12 +196,18 @@ impl Handoff {
                 };
             }
         }
-        let excluded: Vec<u64> = self
-            .receiving()
-            .into_iter()
-            .filter(|id| !view.get(id).is_some_and(|t| t.contains(table)))
-            .collect();
-        Ok(Some(sql::counted_source(table, &excluded)))
+        Ok(Some(
+            self.receiving()
+                .into_iter()
+                .filter(|id| !view.get(id).is_some_and(|t| t.contains(table)))
+                .collect(),
+        ))
+    }
+
+    /// Whether this pod's reads depend on a view of hand-offs: it hands its data over, or
+    /// holds received rows not yet settled.
+    pub fn involved(&self) -> bool {
+        self.handed_away().is_some() || !self.receiving().is_empty()
     }
 }
 
@@ -225,16 +249,25 @@ mod tests {
             h.counted_source("t", &none).unwrap().as_deref(),
             Some("`t`")
         );
+        assert!(!h.involved());
+        assert_eq!(h.counted_filter("t", &none).unwrap(), None);
 
         // Receiving hand-off 9: its rows count only for tables the view says are handed.
         h.begin_receiving(9).unwrap();
+        assert!(h.involved());
         let src = h.counted_source("t", &none).unwrap().unwrap();
         assert!(src.contains("NOT IN (9)"), "{src}");
+        let filter = h.counted_filter("t", &none).unwrap().unwrap();
+        assert!(
+            src.contains(&filter) && filter.ends_with("NOT IN (9)"),
+            "{filter}"
+        );
         let view: Handed = [(9, ["t".to_string()].into())].into();
         assert_eq!(
             h.counted_source("t", &view).unwrap().as_deref(),
             Some("`t`")
         );
+        assert_eq!(h.counted_filter("t", &view).unwrap(), None);
         h.settle(9).unwrap();
         assert_eq!(
             h.counted_source("t", &none).unwrap().as_deref(),
@@ -262,8 +295,13 @@ mod tests {
         .unwrap();
         let err = h.counted_source("t", &none).unwrap_err();
         assert!(err.starts_with(STALE_VIEW), "{err}");
+        assert!(h
+            .counted_filter("t", &none)
+            .unwrap_err()
+            .starts_with(STALE_VIEW));
         let view: Handed = [(4, ["t".to_string()].into())].into();
         assert_eq!(h.counted_source("t", &view).unwrap(), None);
+        assert_eq!(h.counted_filter("t", &view).unwrap().as_deref(), Some("0"));
         assert_eq!(
             h.counted_source("u", &none).unwrap().as_deref(),
             Some("`u`")

@@ -156,16 +156,19 @@ pub fn ranges(mut bounds: Vec<u64>) -> Vec<(u64, u64)> {
 /// A table's source for a read: the table, or the table without the rows of the hand-offs in
 /// `excluded` (received, not settled).
 pub fn counted_source(table: &str, excluded: &[u64]) -> String {
+    match counted_filter(excluded) {
+        None => quote_ident(table),
+        Some(filter) => format!("(SELECT * FROM {} WHERE {filter})", quote_ident(table)),
+    }
+}
+
+/// The condition that leaves out the rows of the hand-offs in `excluded`; `None` when none is.
+pub fn counted_filter(excluded: &[u64]) -> Option<String> {
     if excluded.is_empty() {
-        return quote_ident(table);
+        return None;
     }
     let ids: Vec<String> = excluded.iter().map(u64::to_string).collect();
-    format!(
-        "(SELECT * FROM {} WHERE {} NOT IN ({}))",
-        quote_ident(table),
-        id_of_origin(),
-        ids.join(", ")
-    )
+    Some(format!("{} NOT IN ({})", id_of_origin(), ids.join(", ")))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::read::{checked, query_error, stream_on, task_failed};
+use super::read::{checked, failed_stream, query_error, start_stream, task_failed};
 use super::{error, observe};
 use crate::app::App;
 use crate::cluster::Partial;
@@ -60,6 +60,7 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         Some(Err(e)) => return error(StatusCode::BAD_REQUEST, e),
         None => return error(StatusCode::BAD_REQUEST, "missing p"),
     };
+    let mut filters = None;
     match &what {
         Partial::Ping => return (StatusCode::OK, "ok").into_response(),
         Partial::Catalog => return catalog(app),
@@ -71,9 +72,22 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
             }
             return describe_sql(app, q.clone()).await;
         }
-        Partial::Sql { q } => {
-            if let Err(r) = checked(app, q).await {
-                return r;
+        Partial::Sql { q, handed } => {
+            let tree = match checked(app, q).await {
+                Ok(tree) => tree,
+                Err(r) => return r,
+            };
+            let view = crate::handoff::from_pairs(handed);
+            match crate::query::partial::sql_filters(app, &view) {
+                // `merge()` reads tables by pattern, past the filters.
+                Ok(Some(_)) if crate::sql_guard::calls(&tree, "merge") => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        crate::query::gather::HANDOFF_UNDER_WAY,
+                    )
+                }
+                Ok(f) => filters = f,
+                Err(stale) => return error(StatusCode::BAD_REQUEST, stale),
             }
         }
         _ => {}
@@ -96,7 +110,17 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         )
             .into_response()
     };
-    match stream_on(app, crate::engine::Readers::Local, sql, true, None).await {
+    let started = start_stream(
+        app,
+        crate::engine::Readers::Local,
+        filters,
+        sql,
+        true,
+        &mut None,
+    )
+    .await
+    .map_err(|e| failed_stream(app, e));
+    match started {
         Ok(body) => native(body),
         // A table is created on a pod by its first write there: a pod without it holds none
         // of its rows, which is an answer of no rows (no blocks), not an error.

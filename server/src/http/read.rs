@@ -219,8 +219,9 @@ async fn run_tenant_sql(
     q: String,
     inner: String,
     partial: bool,
-    place: Option<tokio::sync::OwnedSemaphorePermit>,
+    mut place: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> Response {
+    let mut merges = false;
     for text in [&inner, &q] {
         let tree = match checked(app, text).await {
             Ok(tree) => tree,
@@ -232,29 +233,43 @@ async fn run_tenant_sql(
                 "with inner, both inner and q must be SELECT queries",
             );
         }
+        merges = merges || (text == &inner && crate::sql_guard::calls(&tree, "merge"));
     }
-    let (app2, inner2, q2) = (app.clone(), inner.clone(), q.clone());
-    let planned = tokio::task::spawn_blocking(move || {
-        crate::query::gather::tenant_sql(&app2, &inner2, &q2, partial)
-    })
-    .await;
-    let (sql, missing) = match planned {
-        Ok(Ok(p)) => p,
-        Ok(Err(msg)) if msg == crate::query::gather::HANDOFF_UNDER_WAY => {
-            return super::retry_later(msg)
-        }
-        Ok(Err(msg)) => return error(StatusCode::BAD_REQUEST, msg),
-        Err(e) => return task_failed(e),
-    };
     let readers = if app.engine.gathers() {
         Readers::Gather
     } else {
         Readers::Local
     };
-    match stream_on(app, readers, sql, true, place).await {
-        Ok(body) => sql_answer(&q, body, "tenant", &missing),
-        Err(r) => r,
+    // A pod that handed a table over since the tenant's view was gathered refuses its share;
+    // the read runs once more on a fresh view (as InfluxQL's does).
+    for attempt in 0..2 {
+        let (app2, inner2, q2) = (app.clone(), inner.clone(), q.clone());
+        let planned = tokio::task::spawn_blocking(move || {
+            crate::query::gather::tenant_sql(&app2, &inner2, &q2, partial, merges)
+        })
+        .await;
+        let (sql, missing) = match planned {
+            Ok(Ok(p)) => p,
+            Ok(Err(msg)) if msg == crate::query::gather::HANDOFF_UNDER_WAY => {
+                return super::retry_later(msg)
+            }
+            Ok(Err(msg)) => return error(StatusCode::BAD_REQUEST, msg),
+            Err(e) => return task_failed(e),
+        };
+        match start_stream(app, readers, None, sql, true, &mut place).await {
+            Ok(body) => return sql_answer(&q, body, "tenant", &missing),
+            Err(Some(QueryError::Engine(msg)))
+                if attempt == 0 && msg.contains(crate::handoff::STALE_VIEW) =>
+            {
+                app.views.clear();
+            }
+            Err(e) => return failed_stream(app, e),
+        }
     }
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "the tenant's view of its hand-offs kept changing",
+    )
 }
 
 /// Checks `q` twice (tokens, then the engine's own parse of it); the parse tree on success.
@@ -306,8 +321,35 @@ pub(super) async fn stream_on(
     readers: Readers,
     q: String,
     streamed: bool,
-    place: Option<tokio::sync::OwnedSemaphorePermit>,
+    mut place: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> Result<Body, Response> {
+    start_stream(app, readers, None, q, streamed, &mut place)
+        .await
+        .map_err(|e| failed_stream(app, e))
+}
+
+/// Why a stream did not start: the engine's error, or the query task's end without one.
+pub(super) fn failed_stream(app: &App, e: Option<QueryError>) -> Response {
+    match e {
+        Some(e) => query_error(app, e),
+        None => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "query task ended without an answer",
+        ),
+    }
+}
+
+/// [`stream_on`] with row `filters` (see [`crate::engine::Engine::stream_filtered`]); the
+/// request's `place` moves into the body only when the stream starts, so that a caller may
+/// run the query again after an error.
+pub(super) async fn start_stream(
+    app: &Arc<App>,
+    readers: Readers,
+    filters: Option<String>,
+    q: String,
+    streamed: bool,
+    place: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+) -> Result<Body, Option<QueryError>> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(STREAM_CHUNKS);
     let (first_tx, first_rx) = tokio::sync::oneshot::channel::<Result<(), QueryError>>();
     let (app2, wait) = (app.clone(), app.cfg.query.queue_timeout);
@@ -324,7 +366,7 @@ pub(super) async fn stream_on(
                 send_until(&tx, Bytes::from(chunk), deadline)
             };
             app2.engine
-                .stream_on(readers, &q, streamed, wait, &mut sink)
+                .stream_filtered(readers, filters.as_deref(), &q, streamed, wait, &mut sink)
         };
         match (result, first.take()) {
             (Ok(()), Some(f)) => {
@@ -342,12 +384,12 @@ pub(super) async fn stream_on(
         }
     });
     match first_rx.await {
-        Ok(Ok(())) => Ok(Body::new(ChunkBody { rx, _place: place })),
-        Ok(Err(e)) => Err(query_error(app, e)),
-        Err(_) => Err(error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "query task ended without an answer",
-        )),
+        Ok(Ok(())) => Ok(Body::new(ChunkBody {
+            rx,
+            _place: place.take(),
+        })),
+        Ok(Err(e)) => Err(Some(e)),
+        Err(_) => Err(None),
     }
 }
 

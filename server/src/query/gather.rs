@@ -261,8 +261,9 @@ impl<'a> Gather<'a> {
     }
 }
 
-/// Why `/sql` across the tenant waits while a hand-off is under way (answered 503).
-pub const HANDOFF_UNDER_WAY: &str = "a pod of the tenant is handing its data to another (a scale-down): a /sql read across the tenant could count its rows twice until that settles; retry shortly, or read with InfluxQL (/query), which stays exact throughout";
+/// Why `/sql` across the tenant with `merge()` waits while a hand-off is under way (answered
+/// 503): `merge()` reads tables by pattern, past the row filters that count each row once.
+pub const HANDOFF_UNDER_WAY: &str = "a pod of the tenant is handing its data to another (a scale-down), and merge() reads tables past the filters that count each row once: retry when it has settled, or name the tables";
 
 /// The columns of a `/sql` inner query as the pods describe it.
 const DESCRIBE_STRUCTURE: &str = "name String, type String, position UInt32";
@@ -270,11 +271,16 @@ const DESCRIBE_STRUCTURE: &str = "name String, type String, position UInt32";
 /// `/sql` across the tenant: `outer` reads every pod's answer to `inner` as the table
 /// `tenant` (on a pod that answers alone, its own answer). Both were checked by the guard;
 /// the pods check `inner` again. Returns the SQL and the pods left out (`partial`).
+///
+/// During a hand-off every pod reads its tables under row filters from this pod's view of it
+/// (see [`crate::query::partial::sql_filters`]), so each row counts once, as in InfluxQL;
+/// `merges` (the inner query calls `merge()`, which the filters cannot reach) waits instead.
 pub fn tenant_sql(
     app: &App,
     inner: &str,
     outer: &str,
     partial: bool,
+    merges: bool,
 ) -> Result<(String, Vec<String>), String> {
     let inner = inner.trim().trim_end_matches(';');
     let outer = outer.trim().trim_end_matches(';').trim_end();
@@ -282,11 +288,11 @@ pub fn tenant_sql(
         None => (format!("({inner})"), 2, vec![]),
         Some(g) => {
             let budget = Budget::new(app.cfg.query.max_result_bytes.0);
-            // `inner` reads the pods' raw tables, where a table being handed over is on both
-            // pods: refused rather than counted twice (InfluxQL reads stay exact).
-            if g.view(&budget)?.handoff_under_way() {
+            let view = g.view(&budget)?;
+            if merges && view.handoff_under_way() {
                 return Err(HANDOFF_UNDER_WAY.into());
             }
+            let handed = crate::handoff::to_pairs(view.handed());
             let describe = Partial::DescribeSql { q: inner.into() };
             let rows = g.fetch(&budget, &|u| {
                 format!(
@@ -309,7 +315,10 @@ pub fn tenant_sql(
                     "no pod of the tenant can run the inner query: {why}"
                 ));
             }
-            let run = Partial::Sql { q: inner.into() };
+            let run = Partial::Sql {
+                q: inner.into(),
+                handed,
+            };
             let urls = g.urls();
             let n = urls.addrs.len();
             (

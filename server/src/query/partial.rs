@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use sluice_core::names::{quote_ident, table_name};
+use sluice_core::names::{quote_ident, quote_str, table_name};
 use sluice_influxql::{SelectStatement, Statement};
 
 use super::plan::{self, Mode};
@@ -14,6 +14,23 @@ use crate::app::App;
 use crate::catalog::ddl::chdb_type;
 use crate::cluster::Partial;
 use crate::handoff::Handed;
+
+/// The row filters (`additional_table_filters`) under which a `/sql` inner query reads this
+/// pod's tables, given the gathering pod's view of the hand-offs (`handed`): the rows of
+/// [`table_sql`]'s rule, whatever tables the query names. `None` when this pod takes part in
+/// no hand-off; an error when the view is stale.
+pub fn sql_filters(app: &App, handed: &Handed) -> Result<Option<String>, String> {
+    if !app.handoff.involved() {
+        return Ok(None);
+    }
+    let mut entries = Vec::new();
+    for (table, ..) in app.ingest.catalog.measurement_tables() {
+        if let Some(filter) = app.handoff.counted_filter(&table, handed)? {
+            entries.push(format!("{}: {}", quote_str(&table), quote_str(&filter)));
+        }
+    }
+    Ok((!entries.is_empty()).then(|| format!("{{{}}}", entries.join(", "))))
+}
 
 /// The measurement's table as the tenant sees it: this pod's table when it has every field
 /// with the tenant's type; else a subquery over it that casts the fields whose type differs
@@ -182,7 +199,7 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<String>, String> {
             };
             meta::partial_series_sql(&filter)
         }
-        Partial::Sql { q } => q.clone(),
+        Partial::Sql { q, .. } => q.clone(),
     }))
 }
 
