@@ -1134,16 +1134,24 @@ def scale_up_cancels_a_decommission():
     n0 = len(w.acked)
     wait_for("writes after the cancel", lambda: len(w.acked) >= n0 + 50, 120)
     counts = wait_for("every point once through the Service", lambda: exact_counts("^cancel[0-9]", want), 120, interval=2)
-    # Then down to 1 for good: what the cancelled hand-off left on pod 1 goes over too.
+    # Then down to 1 for good: what the cancelled hand-off left on pod 1 goes over too, and
+    # with `scaleDownPolicy: Delete` the emptied pod's volume goes with it.
+    patch_tenant({"spec": {"storage": {"scaleDownPolicy": "Delete"}}})
+    wait_for("whenScaled Delete on the StatefulSet", lambda: (kget("statefulset", TENANT) or {}).get("spec", {}).get(
+        "persistentVolumeClaimRetentionPolicy", {}).get("whenScaled") == "Delete", 60, interval=1)
     k("-n", NS, "scale", "ingesttenant", TENANT, "--replicas=1")
     wait_for("one pod left", lambda: len(tenant_pods()) == 1, 600, interval=2)
     wait_tenant_ready(timeout=240, replicas=1)
+    claims = lambda: sorted(p["metadata"]["name"] for p in kj("-n", NS, "get", "pvc")["items"]
+                            if p["metadata"]["name"].startswith(f"data-{TENANT}-"))
+    wait_for("pod 1's volume deleted", lambda: claims() == [f"data-{TENANT}-0"] or None, 120, interval=2)
+    patch_tenant({"spec": {"storage": {"scaleDownPolicy": "Retain"}}})
     w.stop()
     verified = w.verify(timeout=240, allow_refused=True)
     exact_counts("^cancel[0-9]", want)
     return (f"cancelled in phase {phase}; pod 1 kept "
             f"{len(kept)} of {n_tables} tables and took writes again; counts exact ({counts}); then "
-            f"2 -> 1 handed the rest: {verified}")
+            f"2 -> 1 handed the rest and deleted pod 1's volume (scaleDownPolicy Delete): {verified}")
 
 
 @scenario
@@ -1180,6 +1188,8 @@ def scale_down_refused_when_a_field_type_differs():
         cond = wait_for("the Degraded condition (DecommissionRefused)", refused, 180, interval=1)
         if "v" not in cond.get("message", "") or "another type" not in cond.get("message", ""):
             raise Fail(f"the condition does not name the field: {cond.get('message')!r}")
+        wait_for("a DecommissionRefused Event", lambda: decommissioned_events("DecommissionRefused", name) > 0,
+                 60, interval=1)
         time.sleep(10)  # several reconciles: the set must keep pod 1
         sts = kget("statefulset", name) or {}
         now1 = [p for p in tenant_pods(name) if p["metadata"]["name"] == f"{name}-1"]

@@ -178,6 +178,17 @@ pub fn peers_config_map(v: &ValidTenant) -> ConfigMap {
 }
 
 /// Pod `ordinal`'s stable `host:port` under the headless Service.
+/// The volumes of pods a scale-down removes: as `storage.scaleDownPolicy` says, since such a
+/// pod handed its data over first; kept at zero replicas, where none did (see
+/// [`crate::decommission`]).
+fn when_scaled(v: &ValidTenant) -> ReclaimPolicy {
+    if v.replicas == 0 {
+        ReclaimPolicy::Retain
+    } else {
+        v.spec.storage.scale_down_policy
+    }
+}
+
 pub fn peer_address(v: &ValidTenant, ordinal: i32) -> String {
     format!(
         "{}-{ordinal}.{}.{}.svc:{HTTP_PORT}",
@@ -511,7 +522,7 @@ pub fn stateful_set(v: &ValidTenant, observed: &Observed) -> StatefulSet {
             persistent_volume_claim_retention_policy: Some(
                 StatefulSetPersistentVolumeClaimRetentionPolicy {
                     when_deleted: Some(spec.storage.reclaim_policy.as_str().into()),
-                    when_scaled: Some(ReclaimPolicy::Retain.as_str().into()),
+                    when_scaled: Some(when_scaled(v).as_str().into()),
                 },
             ),
             template: PodTemplateSpec {
@@ -774,6 +785,22 @@ mod tests {
             sts.spec.as_ref().unwrap().template,
             sts3.spec.unwrap().template
         );
+    }
+
+    #[test]
+    fn scale_down_policy_reaches_the_set_except_at_zero_replicas() {
+        let mut s = spec();
+        s.storage.scale_down_policy = ReclaimPolicy::Delete;
+        let when_scaled = |replicas| {
+            let mut s = s.clone();
+            s.replicas = replicas;
+            stateful_set(&valid(s), &Observed::default())
+                .spec
+                .and_then(|s| s.persistent_volume_claim_retention_policy)
+                .and_then(|p| p.when_scaled)
+        };
+        assert_eq!(when_scaled(2).as_deref(), Some("Delete"));
+        assert_eq!(when_scaled(0).as_deref(), Some("Retain"));
     }
 
     #[test]

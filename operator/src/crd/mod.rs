@@ -390,6 +390,12 @@ pub struct StorageSpec {
     /// them, so re-creating the tenant finds its data; `Delete` deletes them.
     #[serde(default)]
     pub reclaim_policy: ReclaimPolicy,
+    /// What happens to the volume of a pod removed by a scale-down, which handed all its data
+    /// over first and is empty: `Retain` (the default) keeps it for a later scale-up; `Delete`
+    /// deletes it. A scale to zero keeps every volume whatever this says, since nothing is
+    /// handed over then.
+    #[serde(default)]
+    pub scale_down_policy: ReclaimPolicy,
 }
 
 impl Default for StorageSpec {
@@ -398,11 +404,12 @@ impl Default for StorageSpec {
             storage_class_name: None,
             size: default_storage_size(),
             reclaim_policy: ReclaimPolicy::Retain,
+            scale_down_policy: ReclaimPolicy::Retain,
         }
     }
 }
 
-/// Fate of the volumes when the tenant is deleted.
+/// Fate of volumes when the tenant is deleted, or a pod removed by a scale-down.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
 pub enum ReclaimPolicy {
     #[default]
