@@ -99,8 +99,19 @@ pub fn validate(tenant: &IngestTenant) -> Result<ValidTenant, SpecError> {
             "must be at least 15",
         ));
     }
-    parse_duration(&spec.autoscaling.p95_target)
-        .map_err(|e| field("spec.autoscaling.p95Target", e))?;
+    for (value, path) in [
+        (&spec.autoscaling.p95_target, "spec.autoscaling.p95Target"),
+        (
+            &spec.autoscaling.scale_down_window,
+            "spec.autoscaling.scaleDownWindow",
+        ),
+        (
+            &spec.autoscaling.scale_down_cooldown,
+            "spec.autoscaling.scaleDownCooldown",
+        ),
+    ] {
+        parse_duration(value).map_err(|e| field(path, e))?;
+    }
     if spec.storage.size.trim().is_empty() {
         return Err(field("spec.storage.size", "must not be empty"));
     }
@@ -505,6 +516,10 @@ mod tests {
             (
                 Box::new(|s| s.autoscaling.p95_target = "fast".into()),
                 "spec.autoscaling.p95Target",
+            ),
+            (
+                Box::new(|s| s.autoscaling.scale_down_window = "soon".into()),
+                "spec.autoscaling.scaleDownWindow",
             ),
             (Box::new(|s| s.image = " ".into()), "spec.image"),
             (Box::new(|s| s.replicas = -1), "spec.replicas"),

@@ -196,10 +196,13 @@ fn decide_inner(
         }
     }
     history.recommendations.push_back((obs.now_s, want));
+    // Kept: the newest recommendation at least a window old (in force when the window began)
+    // and everything after it. Whatever the sampling interval, the window is then full once
+    // the oldest kept one is a window old.
     while history
         .recommendations
-        .front()
-        .is_some_and(|(t, _)| obs.now_s - t > policy.down_stabilisation_s)
+        .get(1)
+        .is_some_and(|(t, _)| obs.now_s - t >= policy.down_stabilisation_s)
     {
         history.recommendations.pop_front();
     }
@@ -233,7 +236,7 @@ fn decide_inner(
         let window_full = history
             .recommendations
             .front()
-            .is_some_and(|(t, _)| obs.now_s - t >= policy.down_stabilisation_s * 0.99);
+            .is_some_and(|(t, _)| obs.now_s - t >= policy.down_stabilisation_s);
         let highest = history
             .recommendations
             .iter()
@@ -305,10 +308,22 @@ mod tests {
         steps: usize,
         offered: impl Fn(usize) -> f64,
     ) -> (Vec<i32>, Vec<Decision>) {
+        simulate_every(t, policy, knee, steps, 10.0, offered)
+    }
+
+    /// [`simulate`] with a step every `interval_s`.
+    fn simulate_every(
+        t: &mut Tenant,
+        policy: &Policy,
+        knee: Option<f64>,
+        steps: usize,
+        interval_s: f64,
+        offered: impl Fn(usize) -> f64,
+    ) -> (Vec<i32>, Vec<Decision>) {
         let mut h = History::default();
         let (mut replicas, mut changes) = (Vec::new(), Vec::new());
         for i in 0..steps {
-            let obs = t.observe(i as f64 * 10.0, offered(i));
+            let obs = t.observe(i as f64 * interval_s, offered(i));
             let d = decide(policy, &obs, knee, &mut h);
             if d.replicas != t.replicas {
                 changes.push(d);
@@ -433,6 +448,28 @@ mod tests {
             }
         });
         assert_eq!(*r.last().unwrap(), 5, "{r:?}");
+    }
+
+    #[test]
+    fn a_short_window_fills_whatever_the_sampling_interval() {
+        // Samples 10.3 s apart never land exactly a 30 s window back; the scale-down comes
+        // all the same, one pod at a time.
+        for interval in [10.0, 10.3, 7.9, 29.0] {
+            let mut t = queueing(1_000_000.0);
+            t.replicas = 3;
+            t.ready = 3;
+            let mut policy = Policy::new(1, 3, 100.0);
+            policy.scale_down = true;
+            policy.down_stabilisation_s = 30.0;
+            policy.cooldown_s = 30.0;
+            let (r, changes) =
+                simulate_every(&mut t, &policy, Some(1_000_000.0), 40, interval, |_| 0.0);
+            assert_eq!(*r.last().unwrap(), 1, "every {interval} s: {r:?}");
+            assert_eq!(changes.len(), 2, "every {interval} s: {r:?}");
+            // Not before the window has passed.
+            let first = r.iter().position(|n| *n < 3).unwrap();
+            assert!(first as f64 * interval >= 30.0, "every {interval} s: {r:?}");
+        }
     }
 
     #[test]

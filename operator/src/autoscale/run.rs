@@ -216,6 +216,9 @@ async fn step(
     let mut policy = Policy::new(min, max, rules.criteria.p95_max_ms);
     // Removing a pod is safe: the reconciler decommissions it first.
     policy.scale_down = true;
+    let a = &t.spec.autoscaling;
+    policy.down_stabilisation_s = seconds(&a.scale_down_window, policy.down_stabilisation_s);
+    policy.cooldown_s = seconds(&a.scale_down_cooldown, policy.cooldown_s);
     let d = decide(&policy, &obs, knee, &mut state.history);
     let m = &ctx.metrics;
     let key = builders::tenant_key(t);
@@ -306,6 +309,12 @@ fn params() -> PatchParams {
 
 /// The autoscaler's field manager.
 pub const FIELD_MANAGER: &str = "sluice-autoscaler";
+
+/// A duration of `spec.autoscaling` in seconds (`default` when it does not parse; validation
+/// refuses that).
+fn seconds(s: &str, default: f64) -> f64 {
+    sluice_core::config::parse_duration(s).map_or(default, |d| d.as_secs_f64())
+}
 
 /// `autoscaling.p95Target` in ms (250 when it does not parse; validation refuses that).
 fn p95_target_ms(t: &IngestTenant) -> f64 {

@@ -280,6 +280,17 @@ pub struct AutoscalingSpec {
     #[schemars(length(max = 32))]
     #[x_kube(validation = rule_duration())]
     pub p95_target: String,
+    /// A scale-down follows the highest replica count recommended over this long, so that a
+    /// lull does not remove a pod that the next burst needs.
+    #[serde(default = "default_scale_down_window")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = rule_duration())]
+    pub scale_down_window: String,
+    /// No scale-down sooner than this after any change of replicas (one pod at a time).
+    #[serde(default = "default_scale_down_cooldown")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = rule_duration())]
+    pub scale_down_cooldown: String,
 }
 
 impl Default for AutoscalingSpec {
@@ -287,6 +298,8 @@ impl Default for AutoscalingSpec {
         Self {
             enabled: false,
             p95_target: default_p95_target(),
+            scale_down_window: default_scale_down_window(),
+            scale_down_cooldown: default_scale_down_cooldown(),
         }
     }
 }
@@ -623,6 +636,12 @@ fn default_grace() -> i64 {
 }
 fn default_p95_target() -> String {
     "250ms".into()
+}
+fn default_scale_down_window() -> String {
+    "5m".into()
+}
+fn default_scale_down_cooldown() -> String {
+    "2m".into()
 }
 fn default_inf() -> String {
     "inf".into()
