@@ -25,6 +25,16 @@ pub enum Error {
         /// The socket error.
         source: io::Error,
     },
+    /// The target did not report itself ready in time (`--wait-ready`).
+    #[error("{addr} was not ready within {within:?} (last: {last})")]
+    NotReady {
+        /// `host:port`.
+        addr: String,
+        /// How long it was given.
+        within: std::time::Duration,
+        /// Its last answer, or why there was none.
+        last: String,
+    },
     /// An output file (JSON, SVG) could not be written.
     #[error("cannot write {path}: {source}")]
     Output {

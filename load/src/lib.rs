@@ -6,15 +6,21 @@
 //! `load/README.md` for usage; the modules are ordered from pure rules to I/O:
 //! [`units`] (flag parsing), [`hist`] (percentiles), [`knee`] (the rules),
 //! [`payload`] (pre-encoded bodies), [`http`] (request heads, response framing),
-//! [`engine`] (dispatcher and connections), [`report`] and [`svg`] (output).
+//! [`search`] (the knee search's next rate), [`step`] (the dispatcher of one step),
+//! [`conn`] (connections), [`engine`] (runs a plan), [`ready`] (waiting for the target),
+//! [`report`] and [`svg`] (output).
 
+mod conn;
 pub mod engine;
 pub mod error;
 pub mod hist;
 pub mod http;
 pub mod knee;
 pub mod payload;
+pub mod ready;
 pub mod report;
+pub mod search;
+mod step;
 pub mod svg;
 pub mod units;
 

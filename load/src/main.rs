@@ -10,8 +10,10 @@ use sluice_load::error::invalid;
 use sluice_load::http::{parse_url, Api, WriteParams};
 use sluice_load::knee::Criteria;
 use sluice_load::payload::{Format, PayloadSpec, Precision};
+use sluice_load::ready::wait_ready;
 use sluice_load::report::{table_header, table_row};
-use sluice_load::units::{parse_count, parse_duration, parse_int_ramp, parse_ramp};
+use sluice_load::search::Search;
+use sluice_load::units::{parse_count, parse_duration, parse_int_ramp, parse_ramp, parse_span};
 use sluice_load::{run, svg, LoadConfig, Plan, Result};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -42,11 +44,21 @@ enum ApiArg {
 /// dropped requests counted, latency percentiles per step, and the knee of a ramp.
 #[derive(Parser, Debug)]
 #[command(name = "sluice-load", version)]
-#[command(group(ArgGroup::new("mode").required(true).args(["ramp", "rate", "vus"])))]
+#[command(group(ArgGroup::new("mode").required(true).args(["ramp", "search", "rate", "vus"])))]
 struct Cli {
     /// Ramp the offered rate: START:STEP:MAX (e.g. 200k:200k:3M) and find the knee.
     #[arg(long, value_name = "START:STEP:MAX")]
     ramp: Option<String>,
+    /// Search the knee without knowing its range: double from START (halve while the first
+    /// steps fail) up to MAX until a step fails, then --refine steps in between.
+    #[arg(long, value_name = "START:MAX")]
+    search: Option<String>,
+    /// Steps of --search between the highest passing and the first failing rate.
+    #[arg(long, default_value_t = 5)]
+    refine: usize,
+    /// Pause of --search before its refining steps (the target works off the failed step).
+    #[arg(long, default_value = "10s")]
+    settle: String,
     /// One open-model step at this constant rate (e.g. 500k).
     #[arg(long)]
     rate: Option<String>,
@@ -82,8 +94,14 @@ struct Cli {
     #[arg(long, default_value = "ns")]
     precision: String,
     /// Sent as `Authorization: Token <TOKEN>`.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "token_file")]
     token: Option<String>,
+    /// The token is the first non-empty line of this file (a mounted Secret).
+    #[arg(long)]
+    token_file: Option<String>,
+    /// Before the load, wait up to this long for `GET /ready` to answer 2xx.
+    #[arg(long)]
+    wait_ready: Option<String>,
     /// InfluxDB 1.x user (`u=`); needs --password.
     #[arg(long, requires = "password")]
     user: Option<String>,
@@ -150,6 +168,10 @@ struct Cli {
     /// Write the report as JSON.
     #[arg(long, value_name = "FILE")]
     json: Option<String>,
+    /// Write the report as compact JSON of at most 4 KiB (the knee and one short array per
+    /// step), e.g. to /dev/termination-log.
+    #[arg(long, value_name = "FILE")]
+    summary: Option<String>,
     /// Write an SVG plot of latency and achieved rate against offered rate.
     #[arg(long, value_name = "FILE")]
     plot: Option<String>,
@@ -186,6 +208,17 @@ fn config(cli: &Cli) -> Result<LoadConfig> {
             rates_rps: parse_ramp(r)?.into_iter().map(to_rps).collect(),
             step,
             ramp: true,
+        }
+    } else if let Some(s) = &cli.search {
+        let (start, max) = parse_span(s)?;
+        Plan::Search {
+            search: Search {
+                start: to_rps(start),
+                max: to_rps(max),
+                refine: cli.refine,
+            },
+            step,
+            settle: parse_duration(&cli.settle)?,
         }
     } else if let Some(r) = &cli.rate {
         let v = parse_count(r)?;
@@ -235,7 +268,10 @@ fn config(cli: &Cli) -> Result<LoadConfig> {
             rp: cli.rp.clone(),
             org: cli.org.clone(),
             precision,
-            token: cli.token.clone(),
+            token: match &cli.token_file {
+                Some(path) => Some(token_from_file(path)?),
+                None => cli.token.clone(),
+            },
             user: cli.user.clone().zip(cli.password.clone()),
         },
         payload,
@@ -250,6 +286,17 @@ fn config(cli: &Cli) -> Result<LoadConfig> {
     })
 }
 
+/// The first non-empty line of `path`.
+fn token_from_file(path: &str) -> Result<String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| invalid("token-file", path, e.to_string()))?;
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(String::from)
+        .ok_or_else(|| invalid("token-file", path, "holds no token"))
+}
+
 fn main_inner(cli: Cli) -> Result<()> {
     let cfg = config(&cli)?;
     let threads = cli
@@ -261,11 +308,15 @@ fn main_inner(cli: Cli) -> Result<()> {
         .worker_threads(threads)
         .enable_all()
         .build()?;
+    if let Some(w) = &cli.wait_ready {
+        rt.block_on(wait_ready(&cfg.target, parse_duration(w)?))?;
+    }
     println!(
         "sluice-load: {} {} x {} points, {} series, {} fields{} -> {} ({} connections)",
         match cfg.plan {
             Plan::Open { ramp: true, .. } => "ramp",
             Plan::Open { ramp: false, .. } => "open",
+            Plan::Search { .. } => "search",
             Plan::Closed { .. } => "closed",
         },
         match cfg.payload.format {
@@ -288,6 +339,9 @@ fn main_inner(cli: Cli) -> Result<()> {
     println!("{}", report.summary());
     if let Some(path) = &cli.json {
         report.write_json(path)?;
+    }
+    if let Some(path) = &cli.summary {
+        report.write_summary(path)?;
     }
     if let Some(path) = &cli.plot {
         let title = format!(

@@ -10,6 +10,9 @@ use crate::error::{Error, Result};
 use crate::knee::StepFigures;
 use crate::units::thousands;
 
+/// The most a Kubernetes termination message holds.
+pub const SUMMARY_MAX_BYTES: usize = 4096;
+
 /// One step of a run.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct StepResult {
@@ -108,6 +111,55 @@ impl Report {
     pub fn write_json(&self, path: &str) -> Result<()> {
         let text = serde_json::to_string_pretty(self)?;
         std::fs::write(path, text + "\n").map_err(|source| Error::Output {
+            path: path.into(),
+            source,
+        })
+    }
+
+    /// The run in at most `max_bytes` of JSON: the knee, the payload and every step as
+    /// `[offered_pps, achieved_pps, p95_ms, dropped, errors, pass]`, rounded. Made for a
+    /// Kubernetes termination message (4 KiB), which is how the operator's calibration pod
+    /// reports without anyone reading its logs; when the steps do not fit, the earliest go.
+    pub fn compact_json(&self, max_bytes: usize) -> String {
+        let round = |v: f64| (v * 10.0).round() / 10.0;
+        let mut steps: Vec<serde_json::Value> = self
+            .steps
+            .iter()
+            .map(|s| {
+                serde_json::json!([
+                    s.offered_pps.round(),
+                    s.achieved_pps.round(),
+                    s.p95_ms.map(round),
+                    s.dropped,
+                    s.errors,
+                    u8::from(s.pass == Some(true)),
+                ])
+            })
+            .collect();
+        loop {
+            let v = serde_json::json!({
+                "knee_pps": self.knee_pps.map(f64::round),
+                "knee_p95_ms": self.knee_p95_ms.map(round),
+                "p95_limit_ms": self.p95_limit_ms.map(round),
+                "mode": self.mode,
+                "points_per_request": self.points_per_request,
+                "series": self.series,
+                "fields": self.fields,
+                "format": self.format,
+                "gzip": self.gzip,
+                "steps": steps,
+            });
+            let text = v.to_string();
+            if text.len() <= max_bytes || steps.is_empty() {
+                return text;
+            }
+            steps.remove(0);
+        }
+    }
+
+    /// Writes [`Report::compact_json`] (at most 4 KiB) to `path`.
+    pub fn write_summary(&self, path: &str) -> Result<()> {
+        std::fs::write(path, self.compact_json(SUMMARY_MAX_BYTES)).map_err(|source| Error::Output {
             path: path.into(),
             source,
         })
@@ -291,5 +343,38 @@ mod tests {
             table_header().len() - "verdict".len(),
             row.len() - "ok".len()
         );
+    }
+
+    #[test]
+    fn the_compact_summary_fits_a_termination_message() {
+        let steps: Vec<StepResult> = (1..=300)
+            .map(|i| sample(i, 123_456.7 * i as f64, 123_450.0 * i as f64, Some(12.345)))
+            .collect();
+        let report = Report {
+            steps,
+            knee_pps: Some(1_234_567.4),
+            knee_p95_ms: Some(12.345),
+            p95_limit_ms: Some(250.0),
+            mode: "search".into(),
+            stopped_early: false,
+            points_per_request: 5000,
+            series: 1000,
+            fields: 5,
+            format: "lp".into(),
+            gzip: false,
+            connections: 32,
+            target: "h:1".into(),
+        };
+        let text = report.compact_json(SUMMARY_MAX_BYTES);
+        assert!(text.len() <= SUMMARY_MAX_BYTES, "{}", text.len());
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        assert_eq!(v["knee_pps"], 1_234_567.0);
+        assert_eq!(v["knee_p95_ms"], 12.3);
+        assert_eq!(v["points_per_request"], 5000);
+        let kept = v["steps"].as_array().map_or(0, Vec::len);
+        assert!(kept > 10 && kept < 300, "{kept}");
+        // The latest steps are kept: the last one is step 300.
+        assert_eq!(v["steps"][kept - 1][0], (123_456.7f64 * 300.0).round());
+        assert_eq!(v["steps"][kept - 1][5], 1);
     }
 }

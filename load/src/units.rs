@@ -108,6 +108,21 @@ pub fn parse_ramp(text: &str) -> Result<Vec<f64>> {
     Ok((0..n).map(|i| start + step * i as f64).collect())
 }
 
+/// `start:max` of a knee search (each with SI suffixes), `0 < start <= max`.
+pub fn parse_span(text: &str) -> Result<(f64, f64)> {
+    let Some((a, b)) = text.split_once(':') else {
+        return Err(invalid("search", text, "expected start:max"));
+    };
+    let (start, max) = (parse_count(a)?, parse_count(b)?);
+    if start <= 0.0 {
+        return Err(invalid("search", text, "start must be > 0"));
+    }
+    if max < start {
+        return Err(invalid("search", text, "max must be >= start"));
+    }
+    Ok((start, max))
+}
+
 /// Like [`parse_ramp`] but for whole numbers (virtual users).
 pub fn parse_int_ramp(text: &str) -> Result<Vec<usize>> {
     let steps = parse_ramp(text)?;
@@ -200,6 +215,10 @@ mod tests {
             vec![1, 2, 3, 4]
         );
         assert!(parse_int_ramp("1:0.5:2").is_err());
+        assert_eq!(parse_span("10k:50M").ok(), Some((10_000.0, 50_000_000.0)));
+        for bad in ["10k", "0:5", "5:1", "a:b", "1:2:3"] {
+            assert!(parse_span(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -137,16 +137,21 @@ fn config(addr: SocketAddr, points: usize, plan: Plan) -> LoadConfig {
 }
 
 /// Two workers at 1/35 s each: 70 requests/s = 7,000 points/s with 100-point requests.
-/// Ramping 2k, 4k, 6k, 8k, ... points/s, the knee must be 6k (4k tolerated: one step), every
-/// step above capacity must show drops, and the ramp must stop soon after.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn finds_the_knee_of_a_capacity_limited_server() {
-    let r = responder(Behaviour {
+async fn seven_thousand_points_a_second() -> Arc<Responder> {
+    responder(Behaviour {
         workers: 2,
         service: Duration::from_micros(28_571),
         fail_every: None,
     })
-    .await;
+    .await
+}
+
+/// The 7,000 points/s responder.
+/// Ramping 2k, 4k, 6k, 8k, ... points/s, the knee must be 6k (4k tolerated: one step), every
+/// step above capacity must show drops, and the ramp must stop soon after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finds_the_knee_of_a_capacity_limited_server() {
+    let r = seven_thousand_points_a_second().await;
     let rates: Vec<f64> = (1..=7).map(|i| i as f64 * 2000.0 / 100.0).collect();
     let cfg = config(
         r.addr,
@@ -195,6 +200,49 @@ async fn finds_the_knee_of_a_capacity_limited_server() {
         "{head}"
     );
     assert!(head.contains("Authorization: Token tok\r\n"), "{head}");
+}
+
+/// The knee search on the same 7,000 points/s responder, not told its range: doubling from
+/// 1,000 points/s (1k, 2k, 4k pass; 8k fails), then four steps between 4k and 8k (4.8k,
+/// 5.6k and 6.4k pass, 7.2k is past capacity): the knee is 6,400 (5,600 tolerated), found in
+/// at most 8 steps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_search_finds_the_knee_without_being_told_where() {
+    let r = seven_thousand_points_a_second().await;
+    let cfg = config(
+        r.addr,
+        100,
+        Plan::Search {
+            search: sluice_load::search::Search {
+                start: 1000.0 / 100.0,
+                max: 1e6,
+                refine: 4,
+            },
+            step: Duration::from_millis(1500),
+            settle: Duration::from_millis(200),
+        },
+    );
+    let report = run(&cfg, |s| eprintln!("{}", sluice_load::report::table_row(s)))
+        .await
+        .expect("run");
+    eprintln!("{}", report.summary());
+    assert_eq!(report.mode, "search");
+    let offered: Vec<f64> = report.steps.iter().map(|s| s.offered_pps.round()).collect();
+    assert_eq!(
+        &offered[..4],
+        &[1000.0, 2000.0, 4000.0, 8000.0],
+        "{offered:?}"
+    );
+    assert!(report.steps.len() <= 8, "{offered:?}");
+    let knee = report.knee_pps.expect("a knee").round();
+    assert!(knee == 6400.0 || knee == 5600.0, "knee {knee}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&report.compact_json(4096)).expect("summary JSON");
+    assert_eq!(summary["knee_pps"], knee);
+    assert_eq!(
+        summary["steps"].as_array().map(Vec::len),
+        Some(report.steps.len())
+    );
 }
 
 /// Every third request gets a chunked 503 with `Connection: close`: errors are counted by

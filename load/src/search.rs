@@ -1,0 +1,211 @@
+//! The knee search: a ramp for a target whose capacity nobody knows yet (the operator's
+//! calibration of a fresh pod, a hand-run check of one pod). A linear ramp needs its range
+//! guessed, and a guess a hundred times too low or too high wastes the run; the search brackets
+//! the knee first and then looks closer, in a bounded number of steps:
+//!
+//! 1. **Bracket.** From `start`, double the rate after every step that passes and stop at the
+//!    first that fails (halve instead while the very first steps fail, down to `start / 64`).
+//!    That gives the highest passing rate `lo` and the failing rate `hi = 2 lo` above it.
+//! 2. **Refine.** After a pause (the overloaded step left a backlog the target works off), run
+//!    `refine` evenly spaced rates between `lo` and `hi`, upwards, until one fails.
+//!
+//! The knee is then within `(hi - lo) / (refine + 1)` of the truth: a sixth of it with five
+//! refining steps. Stepping from `start` to `max` takes at most `log2(max / start)` bracketing
+//! steps plus `refine`, which is what bounds the run's length.
+//!
+//! Pure: the next rate is a function of the verdicts so far, so every path is unit-tested.
+
+/// The search's settings (rates in any unit, as long as it is the same for all).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Search {
+    /// First rate tried.
+    pub start: f64,
+    /// The doubling stops here: a target that passes `max` is reported with its knee at
+    /// `max` (a lower bound).
+    pub max: f64,
+    /// Steps between the bracket's ends.
+    pub refine: usize,
+}
+
+/// How far below `start` the search goes while the first steps fail.
+pub const MAX_HALVINGS: u32 = 6;
+
+/// What to run next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Next {
+    /// A step at this rate; `settle` first when it is the first refining step.
+    Step { rate: f64, settle: bool },
+    /// The search is over.
+    Done,
+}
+
+impl Search {
+    /// The next step, given the rates run so far and whether each passed (as judged when it
+    /// finished).
+    pub fn next(&self, history: &[(f64, bool)]) -> Next {
+        let mut steps = history.iter().copied();
+        let floor = self.start / 2f64.powi(MAX_HALVINGS as i32);
+        let (mut lo, mut hi) = (None::<f64>, None::<f64>);
+        let mut rate = self.start;
+        // Bracket.
+        loop {
+            let Some((r, passed)) = steps.next() else {
+                return Next::Step {
+                    rate,
+                    settle: false,
+                };
+            };
+            if passed {
+                lo = Some(r);
+                if hi.is_some() {
+                    break;
+                }
+                if r >= self.max {
+                    return Next::Done;
+                }
+                rate = (r * 2.0).min(self.max);
+            } else {
+                hi = Some(r);
+                if lo.is_some() {
+                    break;
+                }
+                if r / 2.0 < floor * (1.0 - 1e-9) {
+                    return Next::Done;
+                }
+                rate = r / 2.0;
+            }
+        }
+        let (Some(lo), Some(hi)) = (lo, hi) else {
+            return Next::Done;
+        };
+        // Refine.
+        for k in 1..=self.refine {
+            let rate = lo + (hi - lo) * k as f64 / (self.refine + 1) as f64;
+            match steps.next() {
+                None => {
+                    return Next::Step {
+                        rate,
+                        settle: k == 1,
+                    }
+                }
+                Some((_, false)) => return Next::Done,
+                Some((_, true)) => {}
+            }
+        }
+        Next::Done
+    }
+
+    /// The most steps a search can take (for bounding a run's length).
+    pub fn max_steps(&self) -> usize {
+        let up = (self.max / self.start).log2().ceil().max(0.0) as usize;
+        // Doubling up to `max`, or halving down to the floor; then the refining steps.
+        up.max(MAX_HALVINGS as usize) + 1 + self.refine
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the search against a target that passes every rate up to `knee`.
+    fn run(s: &Search, knee: f64) -> Vec<(f64, bool)> {
+        let mut history = Vec::new();
+        let mut settles = 0;
+        while let Next::Step { rate, settle } = s.next(&history) {
+            settles += usize::from(settle);
+            history.push((rate, rate <= knee));
+            assert!(history.len() <= s.max_steps(), "{history:?}");
+        }
+        assert!(settles <= 1);
+        history
+    }
+
+    fn found(history: &[(f64, bool)]) -> Option<f64> {
+        history
+            .iter()
+            .filter(|(_, p)| *p)
+            .map(|(r, _)| *r)
+            .reduce(f64::max)
+    }
+
+    #[test]
+    fn brackets_then_refines_within_a_sixth() {
+        let s = Search {
+            start: 10_000.0,
+            max: 50_000_000.0,
+            refine: 5,
+        };
+        for knee in [12_345.0, 99_000.0, 250_000.0, 1_000_000.0, 3_700_000.0] {
+            let h = run(&s, knee);
+            let k = found(&h).unwrap_or(0.0);
+            assert!(
+                k <= knee && k >= knee * (1.0 - 1.0 / 6.0) - 1.0,
+                "{knee}: {k} {h:?}"
+            );
+        }
+        let h = run(&s, 250_000.0);
+        let rates: Vec<f64> = h.iter().map(|(r, _)| *r).collect();
+        // 10k, 20k, ..., 160k pass, 320k fails; then 160k + 160k/6 x k.
+        assert_eq!(&rates[..6], &[10e3, 20e3, 40e3, 80e3, 160e3, 320e3]);
+        assert!((rates[6] - 186_666.67).abs() < 1.0, "{rates:?}");
+        // The refinement stops at its first failure.
+        assert_eq!(h.iter().filter(|(_, p)| !p).count(), 2);
+    }
+
+    #[test]
+    fn a_slow_target_is_found_by_halving() {
+        let s = Search {
+            start: 10_000.0,
+            max: 1e9,
+            refine: 2,
+        };
+        let h = run(&s, 1_500.0);
+        let rates: Vec<f64> = h.iter().take(4).map(|(r, _)| *r).collect();
+        assert_eq!(rates, [10e3, 5e3, 2.5e3, 1.25e3]);
+        assert_eq!(found(&h), Some(1_250.0));
+        // Nothing passes at all: the search gives up at start / 64.
+        let h = run(&s, 1.0);
+        assert_eq!(h.len(), 7);
+        assert_eq!(found(&h), None);
+        assert!((h[6].0 - 10_000.0 / 64.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_target_faster_than_max_stops_at_max() {
+        let s = Search {
+            start: 1_000.0,
+            max: 5_000.0,
+            refine: 3,
+        };
+        let h = run(&s, 1e12);
+        let rates: Vec<f64> = h.iter().map(|(r, _)| *r).collect();
+        assert_eq!(rates, [1e3, 2e3, 4e3, 5e3]);
+        assert_eq!(
+            s.next(&[]),
+            Next::Step {
+                rate: 1e3,
+                settle: false
+            }
+        );
+    }
+
+    #[test]
+    fn the_first_refining_step_settles() {
+        let s = Search {
+            start: 1.0,
+            max: 100.0,
+            refine: 1,
+        };
+        assert_eq!(
+            s.next(&[(1.0, true), (2.0, false)]),
+            Next::Step {
+                rate: 1.5,
+                settle: true
+            }
+        );
+        assert_eq!(
+            s.next(&[(1.0, true), (2.0, false), (1.5, true)]),
+            Next::Done
+        );
+    }
+}
