@@ -1,5 +1,6 @@
 # sluice-server for people with Docker:  docker build -f images/server.Dockerfile -t sluice-server:0.1.0 .
-# Same files as `images/build server` (both run images/rootfs): the binary, libchdb.so, the
+# Same files as `images/build server` (both run images/rootfs): the binary, sluice-load (the
+# operator's calibration runs it from the tenant's image), libchdb.so, the
 # libraries ldd lists (glibc, libstdc++, Debian's RocksDB 7.8 and its compressors), CA
 # certificates, /tmp, user sluice (65532). No shell, no package manager.
 ARG RUST_IMAGE=rust:1-bookworm
@@ -15,7 +16,9 @@ ENV CARGO_TARGET_DIR=/src/target SLUICE_CACHE=/cache SLUICE_SETUP_PROMTOOL=0
 # scripts/setup fetches libchdb.so from npm (checksum-verified) and links it at .deps/chdb.
 RUN ./scripts/setup \
  && cargo build --release --locked -p sluice-server --bin sluice-server \
- && images/rootfs server target/release/sluice-server /rootfs "$(readlink -f .deps/chdb/libchdb.so)"
+ && cargo build --release --locked -p sluice-load --bin sluice-load \
+ && images/rootfs server target/release/sluice-server /rootfs "$(readlink -f .deps/chdb/libchdb.so)" \
+      target/release/sluice-load
 
 FROM scratch
 ARG VERSION=0.1.0
