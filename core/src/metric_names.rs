@@ -14,6 +14,16 @@ pub const REQUEST_DURATION: &str = "http_request_duration_seconds";
 pub const REQUESTS: &str = "http_requests_total";
 /// Committed WAL bytes not yet flushed (gauge).
 pub const WAL_BACKLOG_BYTES: &str = "wal_backlog_bytes";
+/// Points accepted per write request, by `format` (`lp`, `msgpack`) and `encoding`
+/// (`identity`, `gzip`) (histogram): the operator's calibration sends what the tenant's
+/// traffic looks like (its mean is points per request, its counts the protocol mix).
+pub const WRITE_REQUEST_POINTS: &str = "write_request_points";
+/// Field values of the points accepted (counter): over the histogram's sum, fields per point.
+pub const WRITE_FIELD_VALUES: &str = "write_field_values_total";
+/// Distinct series known to the server (gauge).
+pub const SERIES: &str = "series";
+/// The `format` label values of [`WRITE_REQUEST_POINTS`].
+pub const FORMATS: &[&str] = &["lp", "msgpack"];
 /// The `endpoint` label values of writes.
 pub const WRITE_ENDPOINTS: &[&str] = &["write", "write_v2"];
 

@@ -106,6 +106,8 @@ impl Rejections {
 pub struct Prepared {
     pub entries: Vec<Entry>,
     pub points: usize,
+    /// Field values of those points (nulls left out): the payload's shape, for the metrics.
+    pub field_values: usize,
     pub rejections: Rejections,
     /// Points dropped because their series would exceed the cardinality limit.
     pub over_limit: usize,
@@ -197,6 +199,7 @@ impl Ingest {
         let mut series_rows = Vec::new();
         let mut claimed_all = Vec::new();
         let mut points = 0usize;
+        let mut field_values = 0usize;
         let mut over_limit = series_limited;
         for mut batch in batches {
             let table = table_name(&target.db, &target.rp, &batch.measurement);
@@ -272,6 +275,11 @@ impl Ingest {
                 continue;
             }
             points += batch.len();
+            field_values += batch
+                .fields
+                .iter()
+                .map(|c| c.len() - c.null_count())
+                .sum::<usize>();
             let payload = payload::encode_measurement(&batch);
             // Line numbers only answer this request; the flush does not need them.
             batch.line = Vec::new();
@@ -311,6 +319,7 @@ impl Ingest {
         Ok(Prepared {
             entries,
             points,
+            field_values,
             rejections,
             over_limit,
             request_series_limited: series_limited,
@@ -325,6 +334,7 @@ impl Ingest {
         let Prepared {
             entries,
             points,
+            field_values: _,
             rejections,
             over_limit,
             request_series_limited,

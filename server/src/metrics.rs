@@ -25,6 +25,8 @@ pub struct Metrics {
     pub points_acknowledged: IntCounter,
     pub points_rejected: IntCounterVec,
     pub points_flushed: IntCounter,
+    pub write_request_points: HistogramVec,
+    pub write_field_values: IntCounter,
     pub wal_backlog_bytes: IntGauge,
     pub wal_backlog_points: IntGauge,
     pub wal_disk_bytes: IntGauge,
@@ -105,6 +107,18 @@ impl Metrics {
                 "points_flushed_total",
                 "Points inserted into chDB"
             )),
+            write_request_points: reg!(HistogramVec::new(
+                HistogramOpts::new(
+                    names::WRITE_REQUEST_POINTS,
+                    "Points accepted per write request, by body format and content encoding"
+                )
+                .buckets(exponential_buckets(1.0, 4.0, 11).unwrap_or_default()),
+                &["format", "encoding"]
+            )),
+            write_field_values: reg!(IntCounter::new(
+                names::WRITE_FIELD_VALUES,
+                "Field values of the points accepted (over write_request_points' sum: fields per point)"
+            )),
             wal_backlog_bytes: reg!(IntGauge::new(
                 names::WAL_BACKLOG_BYTES,
                 "Committed WAL bytes not yet flushed to chDB"
@@ -156,7 +170,10 @@ impl Metrics {
                 Opts::new("table_parts", "Active MergeTree parts per table"),
                 &["table"]
             )),
-            series: reg!(IntGauge::new("series", "Distinct series known to this server")),
+            series: reg!(IntGauge::new(
+                names::SERIES,
+                "Distinct series known to this server"
+            )),
             series_limit: reg!(IntGauge::new(
                 "series_limit",
                 "Configured series-cardinality limit"
@@ -197,6 +214,17 @@ impl Metrics {
             return table.to_string();
         }
         OTHER_TABLES.to_string()
+    }
+
+    /// The shape of one write's accepted points: how many, with how many field values, in
+    /// which body format and encoding.
+    pub fn observe_payload(&self, msgpack: bool, gzip: bool, points: usize, field_values: usize) {
+        let format = names::FORMATS[usize::from(msgpack)];
+        let encoding = if gzip { "gzip" } else { "identity" };
+        self.write_request_points
+            .with_label_values(&[format, encoding])
+            .observe(points as f64);
+        self.write_field_values.inc_by(field_values as u64);
     }
 
     pub fn observe_stage(&self, stage: &str, seconds: f64) {

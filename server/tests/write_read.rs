@@ -509,6 +509,17 @@ fn ops_endpoints() {
     ] {
         assert!(m.contains(name), "missing {name} in\n{m}");
     }
+    // The traffic's shape, which the operator's calibration copies: points per request and
+    // field values per point (nulls left out), by format and encoding.
+    assert_eq!(s.write("db=ops", "m v=1,w=2 2\nm v=3 3\n").status, 204);
+    let m = s.request("GET", "/metrics", &[], b"").body;
+    for name in [
+        "sluice_write_request_points_count{encoding=\"identity\",format=\"lp\"} 2",
+        "sluice_write_request_points_sum{encoding=\"identity\",format=\"lp\"} 3",
+        "sluice_write_field_values_total 4",
+    ] {
+        assert!(m.contains(name), "missing {name} in\n{m}");
+    }
 }
 
 #[test]

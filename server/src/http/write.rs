@@ -186,6 +186,14 @@ async fn write_stages(
     let (prepared, memory) = prepare(app, target, precision, headers, raw, memory).await?;
     let offered = (prepared.points + prepared.rejections.len() + prepared.over_limit) as u64;
     app.metrics.points_offered.inc_by(offered);
+    if prepared.points > 0 {
+        app.metrics.observe_payload(
+            body_format(headers) == BodyFormat::Msgpack,
+            is_gzip(headers),
+            prepared.points,
+            prepared.field_values,
+        );
+    }
     let outcome = app
         .ingest
         .commit(prepared)
@@ -240,6 +248,13 @@ fn resolve(app: &App, p: &WriteParams) -> Result<Target, Response> {
     }
 }
 
+fn is_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("gzip"))
+}
+
 fn body_format(headers: &HeaderMap) -> BodyFormat {
     let ct = headers
         .get(header::CONTENT_TYPE)
@@ -268,10 +283,7 @@ async fn prepare(
     raw: Bytes,
     mut memory: Reservation,
 ) -> Result<(Prepared, Reservation), Response> {
-    let gzip = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("gzip"));
+    let gzip = is_gzip(headers);
     let format = body_format(headers);
     let limit = app.cfg.limits.max_decompressed_bytes.0;
     let app2 = app.clone();
