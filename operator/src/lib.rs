@@ -23,4 +23,6 @@ pub mod leader;
 pub mod metrics;
 pub mod pod_http;
 pub mod status;
+#[cfg(test)]
+mod testing;
 pub mod validate;
