@@ -1,5 +1,5 @@
-//! The reconciler: validate -> build -> apply -> status, wrapped in a finalizer that applies the
-//! storage reclaim policy on deletion.
+//! The reconciler: validate -> decommission -> build -> apply -> calibration -> status, wrapped
+//! in a finalizer that applies the storage reclaim policy on deletion.
 //!
 //! Writes happen only when something changed: objects go through server-side apply (a no-op
 //! when identical, so their resourceVersions stay put), the status is written only when it
@@ -210,6 +210,11 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     // Owned objects are watched only when they carry our label: the operator's cache must not
     // hold every ConfigMap and Service of the cluster.
     let owned = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={FIELD_MANAGER}"));
+    let calibration_pods = watcher::Config::default().labels(&format!(
+        "{MANAGED_BY_LABEL}={FIELD_MANAGER},{}={}",
+        builders::COMPONENT_LABEL,
+        crate::calibration::pod::COMPONENT
+    ));
     let controller = Controller::new(
         api::<IngestTenant>(&client, &ns),
         watcher::Config::default(),
@@ -237,6 +242,8 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         .owns(api::<ConfigMap>(&client, &ns), owned.clone())
         .owns(api::<Service>(&client, &ns), owned.clone())
         .owns(api::<PodDisruptionBudget>(&client, &ns), owned)
+        // A calibration pod that finishes wakes its tenant's reconcile.
+        .owns(api::<Pod>(&client, &ns), calibration_pods)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
@@ -389,6 +396,7 @@ async fn update_status(
     // them from this reconcile's read could put back an older knee or last scaling.
     let applied = IngestTenantStatus {
         knee: None,
+        traffic: None,
         plateau: None,
         rate: None,
         p95: None,
@@ -524,13 +532,17 @@ async fn apply(tenant: &IngestTenant, ctx: &Context) -> Result<Action, Error> {
                 stateful_set: sts.as_ref(),
                 problems,
                 decommission: leave.status.clone(),
+                calibration: None,
             };
             update_status(tenant, ctx, &obs).await?;
             return Err(e);
         }
     };
 
-    // Stage 5: observe the pods and report.
+    // Stage 5: one pod's knee, measured by a calibration pod when the capacity changed.
+    let calibration = crate::calibration::stage(tenant, ctx, &valid).await?;
+
+    // Stage 6: observe the pods and report.
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &valid.namespace);
     let listed = pods
         .list(&ListParams::default().labels(&builders::selector_string(&valid.name)))
@@ -546,11 +558,15 @@ async fn apply(tenant: &IngestTenant, ctx: &Context) -> Result<Action, Error> {
         stateful_set: sts.as_ref(),
         problems,
         decommission: leave.status.clone(),
+        calibration: calibration.status,
     };
     let st = update_status(tenant, ctx, &obs).await?;
     debug!(tenant = %key, phase = ?st.phase, "reconciled");
     if leave.busy {
         return Ok(Action::requeue(DECOMMISSION_POLL));
+    }
+    if calibration.busy {
+        return Ok(Action::requeue(crate::calibration::POLL));
     }
     Ok(match st.phase {
         Some(Phase::Running) | Some(Phase::Stopped) => Action::requeue(ctx.options.requeue_ready),

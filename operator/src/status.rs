@@ -66,6 +66,8 @@ pub struct Observation<'a> {
     pub problems: Vec<Problem>,
     /// The scale-down under way, if any.
     pub decommission: Option<crate::crd::DecommissionStatus>,
+    /// The calibration as the calibration stage left it; `None` keeps the previous one.
+    pub calibration: Option<crate::crd::CalibrationStatus>,
 }
 
 fn condition(
@@ -120,8 +122,8 @@ fn rollout(sts: &StatefulSet) -> Rollout {
     }
 }
 
-/// Computes the status. Autoscaler fields (knee, rate, p95, last scaling) are carried over
-/// from `prev`: they are written by the autoscaler, not derived here.
+/// Computes the status. Autoscaler fields (knee, rate, p95, traffic, last scaling, plateau)
+/// are carried over from `prev`: they are written by the autoscaler, not derived here.
 pub fn compute(
     prev: Option<&IngestTenantStatus>,
     obs: &Observation<'_>,
@@ -269,6 +271,11 @@ pub fn compute(
             .clone()
             .or_else(|| prev.and_then(|p| p.config_hash.clone())),
         knee: prev.and_then(|p| p.knee.clone()),
+        calibration: obs
+            .calibration
+            .clone()
+            .or_else(|| prev.and_then(|p| p.calibration.clone())),
+        traffic: prev.and_then(|p| p.traffic.clone()),
         plateau: prev.and_then(|p| p.plateau.clone()),
         rate: prev.and_then(|p| p.rate),
         p95: prev.and_then(|p| p.p95.clone()),
@@ -402,6 +409,7 @@ mod tests {
             stateful_set: s,
             problems: vec![],
             decommission: None,
+            calibration: None,
         }
     }
 

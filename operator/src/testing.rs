@@ -2,7 +2,9 @@
 
 use kube::api::ObjectMeta;
 
-use crate::crd::{DatabaseSpec, IngestTenant, IngestTenantSpec, RetentionPolicySpec};
+use crate::crd::{
+    DatabaseSpec, IngestTenant, IngestTenantSpec, PayloadFormat, RetentionPolicySpec, TrafficStatus,
+};
 use crate::validate::{validate, ValidTenant};
 
 /// `spec` as tenant `tenants/acme` (uid `1234`, generation 3), validated.
@@ -36,4 +38,24 @@ pub fn spec() -> IngestTenantSpec {
         }],
     }];
     s
+}
+
+/// [`spec`] with autoscaling on.
+pub fn autoscaled() -> IngestTenantSpec {
+    let mut s = spec();
+    s.autoscaling.enabled = true;
+    s
+}
+
+/// Traffic of 1,234-point gzipped msgpack requests with 11.6 fields per point over 3,000
+/// series, `requests` of them.
+pub fn traffic(requests: i64) -> TrafficStatus {
+    TrafficStatus {
+        points_per_request: 1_234.4,
+        fields_per_point: 11.6,
+        series: 3_000,
+        format: PayloadFormat::Msgpack,
+        gzip: true,
+        requests,
+    }
 }

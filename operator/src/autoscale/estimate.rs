@@ -73,18 +73,29 @@ pub enum Source {
     Live,
 }
 
-/// A bound and when it was last set.
+/// A bound, when it was last set, the p95 seen then, and what set it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Bound {
     pps: f64,
     at_s: f64,
+    p95_ms: Option<f64>,
+    source: Source,
+}
+
+/// What the knee rests on at a moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Evidence {
+    /// When the bound was set (seconds on the estimate's clock).
+    pub at_s: f64,
+    /// p95 where the pods kept up (only a lower bound has one).
+    pub p95_ms: Option<f64>,
+    pub source: Source,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Estimate {
     lower: Option<Bound>,
     upper: Option<Bound>,
-    pub source: Option<Source>,
 }
 
 /// What one window did to the estimate.
@@ -100,19 +111,20 @@ impl Estimate {
         Self {
             lower: None,
             upper: None,
-            source: None,
         }
     }
 
-    /// A calibration's knee, measured at `at_s`: it replaces whatever live windows said.
-    pub fn calibrated(knee_pps: f64, at_s: f64) -> Self {
+    /// A calibration's knee (and p95 there), measured at `at_s`: it replaces whatever live
+    /// windows said.
+    pub fn calibrated(knee_pps: f64, p95_ms: Option<f64>, at_s: f64) -> Self {
         Self {
             lower: Some(Bound {
                 pps: knee_pps,
                 at_s,
+                p95_ms,
+                source: Source::Calibration,
             }),
             upper: None,
-            source: Some(Source::Calibration),
         }
     }
 
@@ -136,6 +148,8 @@ impl Estimate {
         let now = Bound {
             pps: w.offered_pps,
             at_s: w.end_s,
+            p95_ms: w.p95_ms,
+            source: Source::Live,
         };
         if kept_up {
             if self.lower_at(w.end_s, rules).is_none_or(|l| now.pps >= l) {
@@ -145,7 +159,6 @@ impl Estimate {
             if self.upper_at(w.end_s, rules).is_some_and(|u| now.pps >= u) {
                 self.upper = None;
             }
-            self.source = Some(Source::Live);
             Verdict::KeptUp
         } else {
             if self.upper_at(w.end_s, rules).is_none_or(|u| now.pps <= u) {
@@ -156,9 +169,10 @@ impl Estimate {
                 self.lower = Some(Bound {
                     pps: now.pps * 0.9,
                     at_s: w.end_s,
+                    p95_ms: None,
+                    source: Source::Live,
                 });
             }
-            self.source = Some(Source::Live);
             Verdict::FellBehind
         }
     }
@@ -185,6 +199,24 @@ impl Estimate {
     }
 }
 
+impl Estimate {
+    /// What the knee at `now_s` rests on: the bound that sets it.
+    pub fn evidence(&self, now_s: f64, rules: &Rules) -> Option<Evidence> {
+        let from_lower = match (self.lower_at(now_s, rules), self.upper_at(now_s, rules)) {
+            (Some(l), Some(u)) => l <= u * 0.9,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return None,
+        };
+        let b = if from_lower { self.lower } else { self.upper }?;
+        Some(Evidence {
+            at_s: b.at_s,
+            p95_ms: b.p95_ms.filter(|_| from_lower),
+            source: b.source,
+        })
+    }
+}
+
 fn age(b: Bound, now_s: f64) -> f64 {
     (now_s - b.at_s).max(0.0)
 }
@@ -208,14 +240,21 @@ mod tests {
     #[test]
     fn keeping_up_raises_the_knee_and_falling_behind_caps_it() {
         let rules = Rules::new(100.0);
-        let mut e = Estimate::calibrated(1_000_000.0, 0.0);
+        let mut e = Estimate::calibrated(1_000_000.0, Some(30.0), 0.0);
         assert_eq!(e.knee(0.0, &rules), Some(1_000_000.0));
         assert_eq!(
             e.observe(&window(10.0, 1_500_000.0, 1_500_000.0, 30.0), &rules),
             Verdict::KeptUp
         );
         assert_eq!(e.knee(10.0, &rules), Some(1_500_000.0));
-        assert_eq!(e.source, Some(Source::Live));
+        assert_eq!(
+            e.evidence(10.0, &rules),
+            Some(Evidence {
+                at_s: 10.0,
+                p95_ms: Some(30.0),
+                source: Source::Live
+            })
+        );
         // Behind at 2 M: the knee stays under 90 % of it.
         assert_eq!(
             e.observe(&window(20.0, 2_000_000.0, 1_700_000.0, 400.0), &rules),
@@ -230,6 +269,16 @@ mod tests {
             Verdict::FellBehind
         );
         assert_eq!(e.knee(1.0, &rules), Some(450_000.0));
+        // Only an upper bound: no p95 "at the knee".
+        assert_eq!(
+            e.evidence(1.0, &rules),
+            Some(Evidence {
+                at_s: 1.0,
+                p95_ms: None,
+                source: Source::Live
+            })
+        );
+        assert_eq!(Estimate::unknown().evidence(1.0, &rules), None);
     }
 
     #[test]
@@ -247,7 +296,7 @@ mod tests {
     #[test]
     fn excluded_and_idle_windows_say_nothing() {
         let rules = Rules::new(100.0);
-        let mut e = Estimate::calibrated(1_000_000.0, 0.0);
+        let mut e = Estimate::calibrated(1_000_000.0, Some(30.0), 0.0);
         for x in [
             Exclusion::Warming,
             Exclusion::Draining,
@@ -262,13 +311,28 @@ mod tests {
             Verdict::Ignored(Exclusion::Idle)
         );
         assert_eq!(e.knee(0.0, &rules), Some(1_000_000.0));
-        assert_eq!(e.source, Some(Source::Calibration));
+        assert_eq!(
+            e.evidence(5.0, &rules),
+            Some(Evidence {
+                at_s: 0.0,
+                p95_ms: Some(30.0),
+                source: Source::Calibration
+            })
+        );
+        // Keeping up below the calibrated knee says nothing new: it stays the calibration's.
+        e.observe(&window(6.0, 400_000.0, 400_000.0, 20.0), &rules);
+        let aged = 1_000_000.0 * 0.5f64.powf(6.0 / 3_600.0);
+        assert_eq!(e.knee(6.0, &rules), Some(aged));
+        assert_eq!(
+            e.evidence(6.0, &rules).map(|v| v.source),
+            Some(Source::Calibration)
+        );
     }
 
     #[test]
     fn evidence_ages() {
         let rules = Rules::new(100.0);
-        let e = Estimate::calibrated(1_000_000.0, 0.0);
+        let e = Estimate::calibrated(1_000_000.0, Some(30.0), 0.0);
         let after_an_hour = e.knee(3_600.0, &rules).unwrap();
         assert!((after_an_hour - 500_000.0).abs() < 1.0, "{after_an_hour}");
         // A fresh window near the old knee restores it.

@@ -10,3 +10,4 @@ pub mod decide;
 pub mod estimate;
 pub mod run;
 pub mod scrape;
+pub mod traffic;

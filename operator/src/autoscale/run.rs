@@ -1,10 +1,14 @@
 //! The autoscaler's loop: every few seconds, for each tenant with `autoscaling.enabled`, scrape
 //! its Ready pods' `/metrics`, move the knee estimate by the windows since the last scrape,
-//! decide, and report: `status.knee`, `status.rate`, `status.p95` and, when the decision
-//! changes the replica count, `spec.replicas` (the field `/scale` writes; the reconciler rolls
-//! the StatefulSet), `status.lastScaling` and an Event. It runs beside the reconciler under the
-//! same leader election and writes no other object. Calibration pods are not built: the knee
-//! comes from live traffic only, and without one the autoscaler acts on distress alone.
+//! decide, and report: `status.knee`, `status.rate`, `status.p95`, `status.traffic` and, when
+//! the decision changes the replica count, `spec.replicas` (the field `/scale` writes; the
+//! reconciler rolls the StatefulSet), `status.lastScaling` and an Event. It runs beside the
+//! reconciler under the same leader election and writes no other object.
+//!
+//! The knee starts from the calibration: a new result in `status.calibration` (the
+//! reconciler's calibration stage runs the pod and records it) resets the estimate, aged by
+//! how long ago it was measured; live windows move it from there. Without a calibration the
+//! knee comes from live traffic alone, and without either the autoscaler acts on distress.
 //! Scale-down lowers `spec.replicas` like any other client; the reconciler's decommission
 //! stage then keeps the leaving pod until it has handed its data over.
 
@@ -24,11 +28,11 @@ use serde_json::{json, Value};
 use tracing::{debug, warn};
 
 use super::decide::{decide, History, Observed, Policy};
-use super::estimate::{Estimate, Exclusion, Rules, Window};
+use super::estimate::{Estimate, Exclusion, Rules, Source, Window};
 use super::scrape::{parse, window, PodSample};
 use crate::builders;
 use crate::controller::Context;
-use crate::crd::IngestTenant;
+use crate::crd::{CalibrationPhase, IngestTenant};
 
 /// Reads one pod's `/metrics`.
 pub trait Scrape: Send + Sync {
@@ -69,6 +73,8 @@ struct TenantState {
     samples: HashMap<String, (PodSample, f64)>,
     estimate: Estimate,
     history: History,
+    /// When the calibration the estimate was last reset with finished.
+    calibrated_at: Option<Time>,
 }
 
 /// A pod counts as warming this long after its container started.
@@ -120,6 +126,7 @@ async fn tick(
                 samples: HashMap::new(),
                 estimate: Estimate::unknown(),
                 history: History::default(),
+                calibrated_at: None,
             });
         if let Err(e) = step(ctx, scraper, clock, t, state).await {
             warn!(tenant = %builders::tenant_key(t), error = %e, "autoscaler step failed");
@@ -163,7 +170,9 @@ async fn step(
         .await?;
     let now_s = clock.elapsed().as_secs_f64();
     let rules = Rules::new(p95_target_ms(t));
+    let recalibrated = recalibrate(state, t, now_s);
     let mut windows: Vec<Window> = Vec::new();
+    let mut payloads = Vec::new();
     let mut ready_pods = 0;
     for p in listed.items.iter().filter(|p| ready(p)) {
         ready_pods += 1;
@@ -179,6 +188,7 @@ async fn step(
                 continue;
             }
         };
+        payloads.push(sample.payload.clone());
         if let Some((prev, prev_s)) = state.samples.insert(uid, (sample.clone(), now_s)) {
             let excluded = warming(p).then_some(Exclusion::Warming);
             windows.push(window(&prev, prev_s, &sample, now_s, excluded));
@@ -187,8 +197,28 @@ async fn step(
     state
         .samples
         .retain(|uid, _| listed.items.iter().any(|p| p.uid().as_deref() == Some(uid)));
+    let api: Api<IngestTenant> = Api::namespaced(ctx.client.clone(), &ns);
+    let traffic = super::traffic::aggregate(&payloads)
+        .filter(|tr| t.status.as_ref().and_then(|s| s.traffic.as_ref()) != Some(tr));
     let counted: Vec<&Window> = windows.iter().filter(|w| w.excluded.is_none()).collect();
     if counted.is_empty() {
+        // No live window to judge, but a new calibration or a new shape of traffic to report.
+        let mut status = json!({});
+        if recalibrated {
+            status["knee"] = knee_status(&state.estimate, now_s, &rules);
+        }
+        // (A reset always leaves a knee: the calibration's.)
+        if let Some(tr) = &traffic {
+            status["traffic"] = json!(tr);
+        }
+        if status.as_object().is_some_and(|o| !o.is_empty()) {
+            api.patch_status(
+                &name,
+                &params(),
+                &Patch::Merge(&json!({ "status": status })),
+            )
+            .await?;
+        }
         return Ok(());
     }
     for w in &windows {
@@ -245,14 +275,18 @@ async fn step(
     if let Some(p) = obs.p95_ms {
         m.autoscaler_p95.with_label_values(&[&key]).set(p / 1000.0);
     }
-    let api: Api<IngestTenant> = Api::namespaced(ctx.client.clone(), &ns);
     let now = Time(Utc::now());
     let mut status = json!({
         "rate": obs.offered_pps.round(),
         "p95": obs.p95_ms.map(|p| format!("{}ms", p.round())),
     });
-    if let Some(k) = knee {
-        status["knee"] = json!({ "pointsPerSecond": k.round(), "measuredAt": now });
+    // Without an estimate (a restarted operator before any window) the last knee stays.
+    let k = knee_status(&state.estimate, now_s, &rules);
+    if !k.is_null() {
+        status["knee"] = k;
+    }
+    if let Some(tr) = &traffic {
+        status["traffic"] = json!(tr);
     }
     let plateau = t.status.as_ref().and_then(|s| s.plateau.as_ref());
     status["plateau"] = match (d.reason == super::decide::Reason::Plateau, plateau) {
@@ -297,6 +331,53 @@ async fn step(
     )
     .await?;
     Ok(())
+}
+
+/// Resets the estimate with the tenant's latest calibration when it is new to this loop (a
+/// calibration finished, or the operator restarted), aged by how long ago it finished. True
+/// when it did.
+fn recalibrate(state: &mut TenantState, t: &IngestTenant, now_s: f64) -> bool {
+    let Some(c) = t
+        .status
+        .as_ref()
+        .and_then(|s| s.calibration.as_ref())
+        .filter(|c| c.phase == CalibrationPhase::Succeeded)
+    else {
+        return false;
+    };
+    let (Some(pps), Some(at)) = (c.points_per_second, c.finished_at.as_ref()) else {
+        return false;
+    };
+    if state.calibrated_at.as_ref() == Some(at) {
+        return false;
+    }
+    let age_s = ((Utc::now() - at.0).num_milliseconds() as f64 / 1000.0).max(0.0);
+    let p95_ms = c
+        .p95_at_knee
+        .as_deref()
+        .and_then(|p| sluice_core::config::parse_duration(p).ok())
+        .map(|d| d.as_secs_f64() * 1000.0);
+    state.estimate = Estimate::calibrated(pps, p95_ms, now_s - age_s);
+    state.calibrated_at = Some(at.clone());
+    true
+}
+
+/// `status.knee` from the estimate: the knee, the p95 where it was seen, when and how it was
+/// measured; `null` while there is none.
+fn knee_status(e: &Estimate, now_s: f64, rules: &Rules) -> Value {
+    let (Some(k), Some(ev)) = (e.knee(now_s, rules), e.evidence(now_s, rules)) else {
+        return Value::Null;
+    };
+    let ago = k8s_openapi::chrono::Duration::milliseconds(((now_s - ev.at_s) * 1000.0) as i64);
+    json!({
+        "pointsPerSecond": k.round(),
+        "p95AtKnee": ev.p95_ms.map(|p| format!("{}ms", p.round())),
+        "measuredAt": Time(Utc::now() - ago),
+        "source": match ev.source {
+            Source::Calibration => "calibration",
+            Source::Live => "live",
+        },
+    })
 }
 
 /// Writes as `sluice-autoscaler`, so that the reconciler's status applies leave its fields alone.

@@ -18,6 +18,52 @@ pub struct PodSample {
     /// Write requests answered 503.
     pub refused: f64,
     pub backlog_bytes: f64,
+    /// What the writes looked like (absent from servers older than these metrics).
+    pub payload: Payload,
+}
+
+/// The shape of a pod's writes since it started: totals, as exported.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Payload {
+    /// Per body format and encoding (`lp`/`msgpack`, gzipped or not): requests and the points
+    /// they carried.
+    pub kinds: Vec<PayloadKind>,
+    /// Field values of those points.
+    pub field_values: f64,
+    /// Distinct series the pod knows.
+    pub series: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PayloadKind {
+    pub format: String,
+    pub gzip: bool,
+    pub requests: f64,
+    pub points: f64,
+}
+
+impl Payload {
+    fn kind(&mut self, labels: &[(String, String)]) -> &mut PayloadKind {
+        let format = label(labels, "format").unwrap_or("lp").to_string();
+        let gzip = label(labels, "encoding") == Some("gzip");
+        let i = match self
+            .kinds
+            .iter()
+            .position(|k| k.format == format && k.gzip == gzip)
+        {
+            Some(i) => i,
+            None => {
+                self.kinds.push(PayloadKind {
+                    format,
+                    gzip,
+                    requests: 0.0,
+                    points: 0.0,
+                });
+                self.kinds.len() - 1
+            }
+        };
+        &mut self.kinds[i]
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,6 +129,10 @@ pub fn parse(text: &str) -> Result<PodSample, ScrapeError> {
     let bucket = format!("{}_bucket", names::full(names::REQUEST_DURATION));
     let requests = names::full(names::REQUESTS);
     let backlog = names::full(names::WAL_BACKLOG_BYTES);
+    let payload_count = format!("{}_count", names::full(names::WRITE_REQUEST_POINTS));
+    let payload_sum = format!("{}_sum", names::full(names::WRITE_REQUEST_POINTS));
+    let field_values = names::full(names::WRITE_FIELD_VALUES);
+    let series = names::full(names::SERIES);
     let (mut s, mut seen) = (PodSample::default(), [false; 3]);
     for (i, line) in text.lines().enumerate() {
         if line.is_empty() || line.starts_with('#') {
@@ -116,6 +166,14 @@ pub fn parse(text: &str) -> Result<PodSample, ScrapeError> {
             }
         } else if name == requests && is_write() && label(&labels, "code") == Some("503") {
             s.refused += v()?;
+        } else if name == payload_count {
+            s.payload.kind(&labels).requests += v()?;
+        } else if name == payload_sum {
+            s.payload.kind(&labels).points += v()?;
+        } else if name == field_values {
+            s.payload.field_values = v()?;
+        } else if name == series {
+            s.payload.series = v()?;
         }
     }
     for (ok, name) in seen.iter().zip([&offered, &acked, &backlog]) {
@@ -211,6 +269,39 @@ mod tests {
         assert_eq!(w.offered_pps, 0.0);
         let w = window(&a, 0.0, &b, 10.0, Some(Exclusion::Draining));
         assert_eq!(w.excluded, Some(Exclusion::Draining));
+    }
+
+    #[test]
+    fn the_payloads_shape_is_read() {
+        let text = "sluice_points_offered_total 10\nsluice_points_acknowledged_total 5\nsluice_wal_backlog_bytes 7\n\
+                    sluice_write_request_points_sum{encoding=\"identity\",format=\"lp\"} 5000\n\
+                    sluice_write_request_points_count{encoding=\"identity\",format=\"lp\"} 4\n\
+                    sluice_write_request_points_bucket{encoding=\"gzip\",format=\"msgpack\",le=\"+Inf\"} 1\n\
+                    sluice_write_request_points_count{encoding=\"gzip\",format=\"msgpack\"} 1\n\
+                    sluice_write_request_points_sum{encoding=\"gzip\",format=\"msgpack\"} 100\n\
+                    sluice_write_field_values_total 25500\nsluice_series 42\n";
+        let p = parse(text).unwrap().payload;
+        assert_eq!((p.field_values, p.series), (25_500.0, 42.0));
+        assert_eq!(
+            p.kinds,
+            [
+                PayloadKind {
+                    format: "lp".into(),
+                    gzip: false,
+                    requests: 4.0,
+                    points: 5000.0
+                },
+                PayloadKind {
+                    format: "msgpack".into(),
+                    gzip: true,
+                    requests: 1.0,
+                    points: 100.0
+                }
+            ]
+        );
+        // A server without these metrics: an empty shape, not an error.
+        let a = parse(FIRST).unwrap();
+        assert!(a.payload.kinds.is_empty(), "{:?}", a.payload);
     }
 
     #[test]

@@ -18,16 +18,23 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::core::Rule;
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sluice_core::config::{format_duration, PoolConfig};
 
+mod autoscaling;
 mod limits;
+mod status;
 
+pub use autoscaling::{
+    AutoscalingSpec, CalibrationPhase, CalibrationSpec, CalibrationStatus, KneeSource, KneeStatus,
+    PayloadFormat, PayloadOverride, PayloadShape, PayloadSource, PlateauStatus, ScalingDecision,
+    TrafficStatus, MAX_FIELD_VALUES_PER_REQUEST,
+};
 pub use limits::{LimitsSpec, QuerySpec};
+pub use status::{DecommissionStatus, HandoffProgress, IngestTenantStatus, Phase};
 
 /// API group of every sluice resource.
 pub const GROUP: &str = "sluice.dev";
@@ -268,42 +275,6 @@ pub struct ScalingSpec {
     pub max_replicas: i32,
 }
 
-/// Autoscaling on the measured latency knee.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AutoscalingSpec {
-    /// Let the operator set `spec.replicas` from the measured knee and p95 latency.
-    #[serde(default)]
-    pub enabled: bool,
-    /// Write latency (p95) the autoscaler keeps below.
-    #[serde(default = "default_p95_target")]
-    #[schemars(length(max = 32))]
-    #[x_kube(validation = rule_duration())]
-    pub p95_target: String,
-    /// A scale-down follows the highest replica count recommended over this long, so that a
-    /// lull does not remove a pod that the next burst needs.
-    #[serde(default = "default_scale_down_window")]
-    #[schemars(length(max = 32))]
-    #[x_kube(validation = rule_duration())]
-    pub scale_down_window: String,
-    /// No scale-down sooner than this after any change of replicas (one pod at a time).
-    #[serde(default = "default_scale_down_cooldown")]
-    #[schemars(length(max = 32))]
-    #[x_kube(validation = rule_duration())]
-    pub scale_down_cooldown: String,
-}
-
-impl Default for AutoscalingSpec {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            p95_target: default_p95_target(),
-            scale_down_window: default_scale_down_window(),
-            scale_down_cooldown: default_scale_down_cooldown(),
-        }
-    }
-}
-
 /// A database and its retention policies.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
@@ -474,154 +445,6 @@ pub struct SchedulingSpec {
     pub priority_class_name: Option<String>,
 }
 
-/// What the operator observed and decided.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct IngestTenantStatus {
-    /// The tenant generation this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// Pods of the StatefulSet (the `/scale` subresource's status).
-    #[serde(default)]
-    pub replicas: i32,
-    /// Pods passing their readiness probe (`/ready`: WAL replayed, not draining).
-    #[serde(default)]
-    pub ready_replicas: i32,
-    /// Label selector of the pods, for the `/scale` subresource (HPA).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<String>,
-    /// Pending, Progressing, Running, Degraded or Stopped.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "phase_schema")]
-    pub phase: Option<Phase>,
-    /// Ready, Progressing and Degraded, with reason and message.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-    pub conditions: Vec<Condition>,
-    /// Hash of the rendered server configuration the pods run with.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_hash: Option<String>,
-    /// The measured latency knee (set by the autoscaler).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub knee: Option<KneeStatus>,
-    /// Current write rate of the tenant, points per second (set by the autoscaler).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate: Option<f64>,
-    /// Current p95 write latency, e.g. `12ms` (set by the autoscaler).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p95: Option<String>,
-    /// The last scaling decision and its reason.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_scaling: Option<ScalingDecision>,
-    /// Set by the autoscaler while added pods no longer add acknowledged throughput (the
-    /// node's CPU or disk is the limit): it adds no more, and the `Plateau` condition says so.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plateau: Option<PlateauStatus>,
-    /// The pod leaving the tenant before the StatefulSet shrinks, while it hands its data to
-    /// a pod that stays.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decommission: Option<DecommissionStatus>,
-}
-
-/// A capacity plateau, as the autoscaler found it.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PlateauStatus {
-    pub since: Time,
-    pub message: String,
-}
-
-/// Tables and rows of a hand-off, planned and done (the leaving pod's own words, which use
-/// snake case).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
-pub struct HandoffProgress {
-    #[serde(default)]
-    pub tables: u64,
-    #[serde(default)]
-    pub tables_handed: u64,
-    #[serde(default)]
-    pub rows_planned: u64,
-    #[serde(default)]
-    pub rows_copied: u64,
-}
-
-/// A scale-down under way: the highest pod hands its data over, then the StatefulSet loses it.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DecommissionStatus {
-    /// Ordinal of the leaving pod.
-    pub ordinal: i32,
-    /// Ordinal of the pod receiving its data.
-    pub receiver: i32,
-    /// As the leaving pod reports it: draining, handing_over, finishing, empty, refused,
-    /// cancelling; `unknown` while it does not answer.
-    pub phase: String,
-    /// How far the hand-off is, as the leaving pod counts it.
-    #[serde(default)]
-    pub progress: HandoffProgress,
-    /// Why it is stuck, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
-/// `Option<Phase>` as a structural schema: schemars renders an optional enum as `anyOf` with a
-/// null branch, which the API server refuses in a CRD.
-fn phase_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "string",
-        "nullable": true,
-        "enum": ["Pending", "Progressing", "Running", "Degraded", "Stopped"],
-    })
-}
-
-/// Lifecycle summary, for `kubectl get`.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-pub enum Phase {
-    /// Objects not created yet.
-    Pending,
-    /// Pods are being created, rolled or are not all ready yet.
-    Progressing,
-    /// Every desired pod is ready and runs the current configuration.
-    Running,
-    /// Something needs a human: an invalid spec, a failed apply, failing pods, a missing Secret.
-    Degraded,
-    /// Scaled to zero replicas.
-    Stopped,
-}
-
-impl Phase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Pending => "Pending",
-            Phase::Progressing => "Progressing",
-            Phase::Running => "Running",
-            Phase::Degraded => "Degraded",
-            Phase::Stopped => "Stopped",
-        }
-    }
-}
-
-/// The write rate per replica at which p95 latency starts to climb.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct KneeStatus {
-    pub points_per_second: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p95_at_knee: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub measured_at: Option<Time>,
-}
-
-/// One scaling decision.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ScalingDecision {
-    pub time: Time,
-    pub from: i32,
-    pub to: i32,
-    pub reason: String,
-}
-
 fn default_image() -> String {
     DEFAULT_IMAGE.into()
 }
@@ -633,15 +456,6 @@ fn default_true() -> bool {
 }
 fn default_grace() -> i64 {
     120
-}
-fn default_p95_target() -> String {
-    "250ms".into()
-}
-fn default_scale_down_window() -> String {
-    "5m".into()
-}
-fn default_scale_down_cooldown() -> String {
-    "2m".into()
 }
 fn default_inf() -> String {
     "inf".into()
