@@ -44,7 +44,8 @@ use plan::{Load, PodView};
 /// What the stage leaves for the status.
 #[derive(Debug, Default)]
 pub struct Outcome {
-    /// `status.calibration` as it should be now; `None` keeps it.
+    /// `status.calibration` as it should be now (as stored when nothing changed, so that a
+    /// stale cached status is not written back); `None`: there is none.
     pub status: Option<CalibrationStatus>,
     /// A calibration is under way: look again soon.
     pub busy: bool,
@@ -61,10 +62,23 @@ pub async fn stage(
     ctx: &Context,
     v: &ValidTenant,
 ) -> Result<Outcome, Error> {
+    // The tenant as stored now, not as the controller's cache last saw it: right after this
+    // stage wrote a result and removed the pod, the pod's deletion can wake a reconcile whose
+    // cached tenant still says Running, which would read the pod's absence as a loss.
+    let api: Api<IngestTenant> = Api::namespaced(ctx.client.clone(), &v.namespace);
+    let fresh = api.get(&v.name).await?;
+    let prev = fresh.status.as_ref().and_then(|s| s.calibration.clone());
+    if fresh.metadata.generation != tenant.metadata.generation {
+        // The spec moved on since this reconcile began: the next one builds from it.
+        return Ok(Outcome {
+            status: prev,
+            busy: true,
+        });
+    }
     let timeout = sluice_core::config::parse_duration(&v.spec.autoscaling.calibration.timeout)
         .unwrap_or(Duration::from_secs(300));
-    let want = want::want(tenant, timeout);
-    let prev = tenant.status.as_ref().and_then(|s| s.calibration.as_ref());
+    let want = want::want(&fresh, timeout);
+    let prev = prev.as_ref();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &v.namespace);
     let listed = pods
         .list(&ListParams::default().labels(&pod::selector(&v.name)))
@@ -74,7 +88,10 @@ pub async fn stage(
         && listed.is_empty()
         && prev.is_none_or(|p| p.phase != CalibrationPhase::Running)
     {
-        return Ok(Outcome::default());
+        return Ok(Outcome {
+            status: prev.cloned(),
+            busy: false,
+        });
     }
     let now = Time(Utc::now());
     let views: Vec<PodView> = listed.iter().map(|p| view(p, &now)).collect();
@@ -130,7 +147,7 @@ pub async fn stage(
             .await;
     }
     Ok(Outcome {
-        status: d.status,
+        status: d.status.or_else(|| prev.cloned()),
         busy: d.busy,
     })
 }

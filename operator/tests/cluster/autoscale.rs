@@ -11,7 +11,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use sluice_operator::cancel::cancel_pair;
 use sluice_operator::controller::{Context, Options};
-use sluice_operator::crd::IngestTenant;
+use sluice_operator::crd::{IngestTenant, KneeSource};
 use sluice_operator::metrics::Metrics;
 
 use crate::harness::*;
@@ -53,7 +53,8 @@ async fn autoscaler_adds_a_pod_when_the_pods_fall_behind() {
                 json!({
                     "replicas": 1,
                     "scaling": {"minReplicas": 1, "maxReplicas": 3},
-                    "autoscaling": {"enabled": true, "p95Target": "100ms"},
+                    "autoscaling": {"enabled": true, "p95Target": "100ms",
+                                    "calibration": {"enabled": false}},
                     "scheduling": unschedulable()
                 }),
             )
@@ -91,10 +92,15 @@ async fn autoscaler_adds_a_pod_when_the_pods_fall_behind() {
                 async move { cancel.cancelled().await },
             ));
             let api = h.api::<IngestTenant>();
-            let t = wait_for("spec.replicas 2 from the autoscaler", || async {
-                let t = api.get("acme").await.ok()?;
-                (t.spec.replicas == 2).then_some(t)
-            })
+            // spec.replicas and the status are two writes: wait for both.
+            let t = wait_for(
+                "spec.replicas 2 and lastScaling from the autoscaler",
+                || async {
+                    let t = api.get("acme").await.ok()?;
+                    let scaled = t.status.as_ref().is_some_and(|s| s.last_scaling.is_some());
+                    (t.spec.replicas == 2 && scaled).then_some(t)
+                },
+            )
             .await;
             stop.cancel();
             let _ = task.await;
@@ -105,7 +111,12 @@ async fn autoscaler_adds_a_pod_when_the_pods_fall_behind() {
             // ceil(R / (0.9 R x 0.7)) = 2 pods.
             assert_eq!(last.reason, "Forecast");
             assert_eq!(st.p95.as_deref(), Some("410ms"));
-            let knee = st.knee.expect("knee").points_per_second;
+            let knee = st.knee.expect("knee");
+            assert_eq!(knee.source, Some(KneeSource::Live));
+            assert!(knee.measured_at.is_some());
+            // Only falling behind was seen: no p95 "at the knee".
+            assert_eq!(knee.p95_at_knee, None);
+            let knee = knee.points_per_second;
             let rate = st.rate.expect("rate");
             assert!(knee > 0.0 && knee < rate, "knee {knee}, rate {rate}");
             let ev = h.wait_event("acme", "Autoscaled").await;

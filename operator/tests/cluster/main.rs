@@ -12,6 +12,7 @@
 //! status and Events.
 
 mod autoscale;
+mod calibration;
 mod harness;
 mod idempotence;
 mod leader;

@@ -37,6 +37,16 @@ async fn invalid_tenants_are_refused_by_the_api_server_with_their_message() {
                 ("autoscale", json!({"autoscaling": {"enabled": true}}),
                  "autoscaling.enabled needs scaling.minReplicas and scaling.maxReplicas"),
                 ("grace", json!({"terminationGracePeriodSeconds": 1}), "should be greater than or equal to 15"),
+                ("calshort", json!({"autoscaling": {"calibration": {"timeout": "45s"}}}),
+                 "must be a duration in seconds and minutes between 1m and 30m"),
+                ("calunit", json!({"autoscaling": {"calibration": {"timeout": "1h"}}}),
+                 "must be a duration in seconds and minutes between 1m and 30m"),
+                ("calsize", json!({"autoscaling": {"calibration": {"payload": {"pointsPerRequest": 100000, "fields": 11}}}}),
+                 "payload.pointsPerRequest x payload.fields must be at most 1000000"),
+                ("calformat", json!({"autoscaling": {"calibration": {"payload": {"format": "json"}}}}),
+                 "Unsupported value: \"json\""),
+                ("calpoints", json!({"autoscaling": {"calibration": {"payload": {"pointsPerRequest": 0}}}}),
+                 "should be greater than or equal to 1"),
             ];
             // Sent as raw JSON (as kubectl would), not through the Rust types, which could not
             // even represent some of these.
