@@ -82,6 +82,9 @@ pub struct LoadConfig {
     pub gzip_pool: Option<usize>,
     /// Keep-alive connections of the open model.
     pub connections: usize,
+    /// Use the connections in turn rather than the most recently idle one (see
+    /// [`crate::step`]'s idle pool): spreads the load behind a per-connection balancer.
+    pub spread: bool,
     /// Per-request timeout (connect + send + response).
     pub timeout: Duration,
     /// How long past its due time a request may wait for a free connection.
@@ -338,7 +341,7 @@ async fn run_open(
     step: Duration,
     on_step: &mut impl FnMut(&StepResult),
 ) -> Result<(Vec<StepResult>, bool)> {
-    let idle = Arc::new(IdlePool::new(0..cfg.connections));
+    let idle = Arc::new(IdlePool::new(0..cfg.connections, cfg.spread));
     let mut senders = Vec::with_capacity(cfg.connections);
     let mut tasks = Vec::with_capacity(cfg.connections);
     for id in 0..cfg.connections {

@@ -135,6 +135,11 @@ struct Cli {
     /// Keep-alive connections (open model): the most requests in flight at once.
     #[arg(long, default_value_t = 64)]
     connections: usize,
+    /// Use the connections in turn (the one idle longest first) instead of the most recently
+    /// idle one, so that behind a Service or load balancer that picks a backend per
+    /// connection the load spreads over every backend.
+    #[arg(long)]
+    spread: bool,
     /// How long past its due time a request may wait for a free connection before it counts
     /// as dropped.
     #[arg(long, default_value = "5ms")]
@@ -277,6 +282,7 @@ fn config(cli: &Cli) -> Result<LoadConfig> {
         payload,
         gzip_pool: cli.gzip.then_some(cli.gzip_pool.max(1)),
         connections: cli.connections,
+        spread: cli.spread,
         timeout: parse_duration(&cli.timeout)?.max(Duration::from_millis(1)),
         tolerance: parse_duration(&cli.tolerance)?,
         warmup: parse_duration(&cli.warmup)?,

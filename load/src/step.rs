@@ -2,7 +2,7 @@
 //! an idle connection (or counts it dropped), the pool of idle connections, and the step's
 //! counters and latency histogram, shared by every connection.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -157,30 +157,39 @@ impl StepStats {
     }
 }
 
-/// Idle connections, most recently used on top: a hot connection is reused and idle ones
-/// never touch their (possibly multi-megabyte) request buffer.
+/// Idle connections. By default the most recently used is taken first: a hot connection is
+/// reused and idle ones never touch their (possibly multi-megabyte) request buffer. With
+/// `spread`, the one idle longest is (round robin): behind a Service or load balancer that
+/// picks a backend per connection, the load then spreads over every backend the connections
+/// reached instead of staying on the few a hot connection or two lead to.
 pub(crate) struct IdlePool {
-    stack: Mutex<Vec<usize>>,
+    queue: Mutex<VecDeque<usize>>,
+    spread: bool,
     notify: Notify,
 }
 
 impl IdlePool {
-    pub(crate) fn new(ids: impl IntoIterator<Item = usize>) -> Self {
-        let mut stack: Vec<usize> = ids.into_iter().collect();
-        stack.reverse();
+    pub(crate) fn new(ids: impl IntoIterator<Item = usize>, spread: bool) -> Self {
         Self {
-            stack: Mutex::new(stack),
+            queue: Mutex::new(ids.into_iter().collect()),
+            spread,
             notify: Notify::new(),
         }
     }
 
     pub(crate) fn release(&self, id: usize) {
-        lock(&self.stack).push(id);
+        let mut q = lock(&self.queue);
+        if self.spread {
+            q.push_back(id);
+        } else {
+            q.push_front(id);
+        }
+        drop(q);
         self.notify.notify_one();
     }
 
     fn pop(&self) -> Option<usize> {
-        lock(&self.stack).pop()
+        lock(&self.queue).pop_front()
     }
 
     /// An idle connection, waiting until `deadline` at most.
@@ -279,7 +288,7 @@ mod tests {
         duration: Duration,
         tolerance: Duration,
     ) -> (Arc<StepStats>, Vec<Duration>) {
-        let idle = Arc::new(IdlePool::new(0..conns));
+        let idle = Arc::new(IdlePool::new(0..conns, false));
         let stats = StepStats::new();
         let seq = AtomicU64::new(0);
         let begin = Instant::now();
@@ -379,6 +388,22 @@ mod tests {
         );
         let r = s.result(0, Duration::from_millis(40), 1, None);
         assert_eq!(r.max_ms, Some(26.0));
+    }
+
+    #[test]
+    fn idle_connections_are_reused_hot_or_in_turn() {
+        let hot = IdlePool::new(0..3, false);
+        let turn = IdlePool::new(0..3, true);
+        for pool in [&hot, &turn] {
+            assert_eq!(pool.pop(), Some(0));
+            pool.release(0);
+        }
+        // The hot connection again; or the next one, the used one going last.
+        assert_eq!(hot.pop(), Some(0));
+        assert_eq!(
+            [turn.pop(), turn.pop(), turn.pop(), turn.pop()],
+            [Some(1), Some(2), Some(0), None]
+        );
     }
 
     #[tokio::test(start_paused = true)]

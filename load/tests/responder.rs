@@ -127,6 +127,7 @@ fn config(addr: SocketAddr, points: usize, plan: Plan) -> LoadConfig {
         payload: PayloadSpec::new(Format::LineProtocol, points, 50, 2),
         gzip_pool: None,
         connections: 8,
+        spread: false,
         timeout: Duration::from_secs(5),
         tolerance: Duration::from_millis(5),
         warmup: Duration::ZERO,
