@@ -56,6 +56,9 @@ struct Cli {
     /// Steps of --search between the highest passing and the first failing rate.
     #[arg(long, default_value_t = 5)]
     refine: usize,
+    /// Factor between the bracketing steps of --search (2: doubling).
+    #[arg(long, default_value_t = 2.0)]
+    growth: f64,
     /// Pause of --search before its refining steps (the target works off the failed step).
     #[arg(long, default_value = "10s")]
     settle: String,
@@ -216,11 +219,19 @@ fn config(cli: &Cli) -> Result<LoadConfig> {
         }
     } else if let Some(s) = &cli.search {
         let (start, max) = parse_span(s)?;
+        if !(cli.growth > 1.0 && cli.growth <= 100.0) {
+            return Err(invalid(
+                "growth",
+                &cli.growth.to_string(),
+                "must be more than 1",
+            ));
+        }
         Plan::Search {
             search: Search {
                 start: to_rps(start),
                 max: to_rps(max),
                 refine: cli.refine,
+                growth: cli.growth,
             },
             step,
             settle: parse_duration(&cli.settle)?,

@@ -3,15 +3,18 @@
 //! guessed, and a guess a hundred times too low or too high wastes the run; the search brackets
 //! the knee first and then looks closer, in a bounded number of steps:
 //!
-//! 1. **Bracket.** From `start`, double the rate after every step that passes and stop at the
-//!    first that fails (halve instead while the very first steps fail, down to `start / 64`).
-//!    That gives the highest passing rate `lo` and the failing rate `hi = 2 lo` above it.
+//! 1. **Bracket.** From `start`, multiply the rate by `growth` (2: double it) after every step
+//!    that passes and stop at the first that fails (divide instead while the very first steps
+//!    fail, down to `start / 64`). That gives the highest passing rate `lo` and the failing rate
+//!    `hi = growth x lo` above it. A smaller growth overloads the target less at `hi` (it
+//!    recovers sooner) at the price of more steps on the way up.
 //! 2. **Refine.** After a pause (the overloaded step left a backlog the target works off), run
 //!    `refine` evenly spaced rates between `lo` and `hi`, upwards, until one fails.
 //!
 //! The knee is then within `(hi - lo) / (refine + 1)` of the truth: a sixth of it with five
-//! refining steps. Stepping from `start` to `max` takes at most `log2(max / start)` bracketing
-//! steps plus `refine`, which is what bounds the run's length.
+//! refining steps and doubling. Stepping from `start` to `max` takes at most
+//! `log(max / start) / log(growth)` bracketing steps plus `refine`, which is what bounds the
+//! run's length.
 //!
 //! Pure: the next rate is a function of the verdicts so far, so every path is unit-tested.
 
@@ -25,10 +28,12 @@ pub struct Search {
     pub max: f64,
     /// Steps between the bracket's ends.
     pub refine: usize,
+    /// Factor between bracketing steps (more than 1).
+    pub growth: f64,
 }
 
-/// How far below `start` the search goes while the first steps fail.
-pub const MAX_HALVINGS: u32 = 6;
+/// How far below `start` the search goes while the first steps fail: `start / 64`.
+pub const FLOOR_DIVISOR: f64 = 64.0;
 
 /// What to run next.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,7 +49,8 @@ impl Search {
     /// finished).
     pub fn next(&self, history: &[(f64, bool)]) -> Next {
         let mut steps = history.iter().copied();
-        let floor = self.start / 2f64.powi(MAX_HALVINGS as i32);
+        let floor = self.start / FLOOR_DIVISOR;
+        let growth = self.growth.max(1.01);
         let (mut lo, mut hi) = (None::<f64>, None::<f64>);
         let mut rate = self.start;
         // Bracket.
@@ -63,16 +69,16 @@ impl Search {
                 if r >= self.max {
                     return Next::Done;
                 }
-                rate = (r * 2.0).min(self.max);
+                rate = (r * growth).min(self.max);
             } else {
                 hi = Some(r);
                 if lo.is_some() {
                     break;
                 }
-                if r / 2.0 < floor * (1.0 - 1e-9) {
+                if r / growth < floor * (1.0 - 1e-9) {
                     return Next::Done;
                 }
-                rate = r / 2.0;
+                rate = r / growth;
             }
         }
         let (Some(lo), Some(hi)) = (lo, hi) else {
@@ -97,9 +103,11 @@ impl Search {
 
     /// The most steps a search can take (for bounding a run's length).
     pub fn max_steps(&self) -> usize {
-        let up = (self.max / self.start).log2().ceil().max(0.0) as usize;
-        // Doubling up to `max`, or halving down to the floor; then the refining steps.
-        up.max(MAX_HALVINGS as usize) + 1 + self.refine
+        let g = self.growth.max(1.01).ln();
+        let up = ((self.max / self.start).ln() / g).ceil().max(0.0) as usize;
+        let down = (FLOOR_DIVISOR.ln() / g).ceil() as usize;
+        // Growing up to `max`, or shrinking down to the floor; then the refining steps.
+        up.max(down) + 1 + self.refine
     }
 }
 
@@ -134,6 +142,7 @@ mod tests {
             start: 10_000.0,
             max: 50_000_000.0,
             refine: 5,
+            growth: 2.0,
         };
         for knee in [12_345.0, 99_000.0, 250_000.0, 1_000_000.0, 3_700_000.0] {
             let h = run(&s, knee);
@@ -158,6 +167,7 @@ mod tests {
             start: 10_000.0,
             max: 1e9,
             refine: 2,
+            growth: 2.0,
         };
         let h = run(&s, 1_500.0);
         let rates: Vec<f64> = h.iter().take(4).map(|(r, _)| *r).collect();
@@ -176,6 +186,7 @@ mod tests {
             start: 1_000.0,
             max: 5_000.0,
             refine: 3,
+            growth: 2.0,
         };
         let h = run(&s, 1e12);
         let rates: Vec<f64> = h.iter().map(|(r, _)| *r).collect();
@@ -190,11 +201,37 @@ mod tests {
     }
 
     #[test]
+    fn a_gentler_growth_overloads_less_and_still_finds_the_knee() {
+        let s = Search {
+            start: 10_000.0,
+            max: 50_000_000.0,
+            refine: 4,
+            growth: 1.5,
+        };
+        for knee in [13_000.0, 150_000.0, 2_000_000.0] {
+            let h = run(&s, knee);
+            let k = found(&h).unwrap_or(0.0);
+            assert!(
+                k <= knee && k >= knee * (1.0 - 0.5 / 5.0) - 1.0,
+                "{knee}: {k} {h:?}"
+            );
+            // The one bracketing step that failed was at most 1.5 x the knee.
+            let over = h
+                .iter()
+                .filter(|(_, p)| !p)
+                .map(|(r, _)| *r)
+                .reduce(f64::max);
+            assert!(over.unwrap_or(0.0) <= 1.5 * knee + 1.0, "{h:?}");
+        }
+    }
+
+    #[test]
     fn the_first_refining_step_settles() {
         let s = Search {
             start: 1.0,
             max: 100.0,
             refine: 1,
+            growth: 2.0,
         };
         assert_eq!(
             s.next(&[(1.0, true), (2.0, false)]),

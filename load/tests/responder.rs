@@ -218,6 +218,7 @@ async fn the_search_finds_the_knee_without_being_told_where() {
                 start: 1000.0 / 100.0,
                 max: 1e6,
                 refine: 4,
+                growth: 2.0,
             },
             step: Duration::from_millis(1500),
             settle: Duration::from_millis(200),

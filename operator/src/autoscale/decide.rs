@@ -24,6 +24,8 @@ pub struct Policy {
     pub cooldown_s: f64,
     /// Whether pods may be removed (they must be decommissioned first).
     pub scale_down: bool,
+    /// p95 over the target is distress only at this share of the knee per pod or more (0.5).
+    pub loaded_share: f64,
 }
 
 impl Policy {
@@ -37,6 +39,7 @@ impl Policy {
             down_stabilisation_s: 300.0,
             cooldown_s: 120.0,
             scale_down: false,
+            loaded_share: 0.5,
         }
     }
 }
@@ -158,7 +161,12 @@ fn decide_inner(
     if obs.ready < obs.replicas {
         return hold(Reason::WaitingForReady);
     }
-    let distress = if obs.p95_ms.is_some_and(|p| p > policy.p95_target_ms) {
+    // Latency over the target is a reason to add a pod only when the pods carry load: at a
+    // fraction of their knee it comes from something more pods would not fix (a merge, the
+    // backlog of a busier minute), and it would hold off every scale-down.
+    let loaded = knee
+        .is_none_or(|k| obs.offered_pps / f64::from(obs.ready.max(1)) >= policy.loaded_share * k);
+    let distress = if loaded && obs.p95_ms.is_some_and(|p| p > policy.p95_target_ms) {
         Some(Reason::LatencyOverTarget)
     } else if obs.backlog_growing {
         Some(Reason::BacklogGrowing)
@@ -386,6 +394,46 @@ mod tests {
         );
         // New pods are judged only once Ready: never two changes in a row.
         assert!(r.windows(3).all(|w| !(w[0] < w[1] && w[1] < w[2])), "{r:?}");
+    }
+
+    #[test]
+    fn latency_spikes_at_light_load_neither_add_pods_nor_hold_off_a_scale_down() {
+        let mut policy = Policy::new(1, 4, 500.0);
+        policy.scale_down = true;
+        policy.down_stabilisation_s = 30.0;
+        policy.cooldown_s = 30.0;
+        let mut h = History::default();
+        // Four pods left at a fifth of their knee after a busy minute; every third window one
+        // of them merges parts and p95 jumps over the target.
+        let mut replicas = 4;
+        for i in 0..30 {
+            let obs = Observed {
+                now_s: i as f64 * 10.0,
+                replicas,
+                ready: replicas,
+                offered_pps: 5_000.0,
+                acked_pps: 5_000.0,
+                p95_ms: Some(if i % 3 == 0 { 1_638.0 } else { 100.0 }),
+                backlog_growing: false,
+            };
+            let d = decide(&policy, &obs, Some(14_000.0), &mut h);
+            assert_ne!(d.reason, Reason::LatencyOverTarget, "window {i}");
+            assert!(d.replicas <= replicas, "window {i}: {d:?}");
+            replicas = d.replicas;
+        }
+        assert_eq!(replicas, 1);
+        // At two thirds of the knee the same p95 is distress.
+        let obs = Observed {
+            now_s: 400.0,
+            replicas: 1,
+            ready: 1,
+            offered_pps: 9_500.0,
+            acked_pps: 9_500.0,
+            p95_ms: Some(1_638.0),
+            backlog_growing: false,
+        };
+        let d = decide(&policy, &obs, Some(14_000.0), &mut h);
+        assert_eq!((d.replicas, d.reason), (2, Reason::LatencyOverTarget));
     }
 
     #[test]

@@ -4,8 +4,14 @@
 //! counts less: each bound loosens with age (a lower bound sinks, an upper bound rises, by half
 //! and double per `half_life_s`), so a pod whose capacity changed (a noisy neighbour left, a
 //! disk slowed) is measured again by its traffic.
+//!
+//! Latency alone, at well under the knee, says nothing about capacity: a pod at a fifth of its
+//! knee whose p95 jumps for one window is merging parts or working off the backlog of a busier
+//! minute, and taking its knee down to a fifth would keep pods it does not need. Such a window
+//! is left out ([`Exclusion::Unloaded`]); falling behind on throughput (less acknowledged,
+//! refusals, a growing backlog) counts at any rate.
 
-use sluice_core::knee::{Criteria, StepFigures};
+use sluice_core::knee::{Criteria, Failure, StepFigures};
 
 /// Why a window says nothing about the knee.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +24,9 @@ pub enum Exclusion {
     Restarted,
     /// Too little traffic to tell anything (below `min_offered_pps`).
     Idle,
+    /// p95 over the bound, nothing else wrong, at under `loaded_share` of the knee: not a
+    /// capacity signal.
+    Unloaded,
 }
 
 /// One pod's figures between two scrapes of its `/metrics`.
@@ -47,6 +56,9 @@ pub struct Rules {
     pub max_backlog_slope: f64,
     /// Windows with less traffic say nothing.
     pub min_offered_pps: f64,
+    /// A window slower than the bound only in latency counts only at this share of the knee
+    /// or more (0.5).
+    pub loaded_share: f64,
     pub half_life_s: f64,
 }
 
@@ -61,6 +73,7 @@ impl Rules {
             },
             max_backlog_slope: 1_000_000.0,
             min_offered_pps: 1_000.0,
+            loaded_share: 0.5,
             half_life_s: 3_600.0,
         }
     }
@@ -143,8 +156,20 @@ impl Estimate {
             dropped: w.refused,
         };
         let limit = rules.criteria.p95_limit_ms(None);
-        let kept_up = rules.criteria.failures(&step, limit).is_empty()
-            && w.backlog_slope <= rules.max_backlog_slope;
+        let failures = rules.criteria.failures(&step, limit);
+        let backlog_ok = w.backlog_slope <= rules.max_backlog_slope;
+        let kept_up = failures.is_empty() && backlog_ok;
+        let latency_only = backlog_ok
+            && !failures.is_empty()
+            && failures
+                .iter()
+                .all(|f| matches!(f, Failure::Latency { .. }));
+        let unloaded = self
+            .knee(w.end_s, rules)
+            .is_some_and(|k| w.offered_pps < rules.loaded_share * k);
+        if latency_only && unloaded {
+            return Verdict::Ignored(Exclusion::Unloaded);
+        }
         let now = Bound {
             pps: w.offered_pps,
             at_s: w.end_s,
@@ -327,6 +352,35 @@ mod tests {
             e.evidence(6.0, &rules).map(|v| v.source),
             Some(Source::Calibration)
         );
+    }
+
+    #[test]
+    fn latency_alone_far_under_the_knee_is_left_out() {
+        let rules = Rules::new(500.0);
+        let mut e = Estimate::calibrated(14_000.0, Some(300.0), 0.0);
+        // A fifth of the knee, p95 1.6 s, everything acknowledged: a merge or a backlog, not
+        // capacity. The knee stays.
+        assert_eq!(
+            e.observe(&window(10.0, 1_200.0, 1_200.0, 1_638.0), &rules),
+            Verdict::Ignored(Exclusion::Unloaded)
+        );
+        assert!(e.knee(10.0, &rules).is_some_and(|k| k > 13_900.0));
+        // The same at two thirds of the knee counts.
+        assert_eq!(
+            e.observe(&window(20.0, 9_000.0, 9_000.0, 1_638.0), &rules),
+            Verdict::FellBehind
+        );
+        assert!(e.knee(20.0, &rules).is_some_and(|k| k <= 8_100.0 + 1.0));
+        // Falling behind on throughput counts at any rate.
+        let mut e = Estimate::calibrated(14_000.0, None, 0.0);
+        assert_eq!(
+            e.observe(&window(10.0, 1_200.0, 1_000.0, 1_638.0), &rules),
+            Verdict::FellBehind
+        );
+        let mut w = window(11.0, 1_200.0, 1_200.0, 20.0);
+        w.backlog_slope = 5_000_000.0;
+        let mut e = Estimate::calibrated(14_000.0, None, 0.0);
+        assert_eq!(e.observe(&w, &rules), Verdict::FellBehind);
     }
 
     #[test]

@@ -36,15 +36,20 @@ pub const MEASUREMENT: &str = "sluice_calibration";
 /// The database the ramp writes when the tenant lists none (and creates them on first write).
 pub const FALLBACK_DATABASE: &str = "calibration";
 
-/// The search: from 10,000 points/s (or two requests a second, whichever is more), doubling
-/// up to 50 M, in 10 s steps after a 5 s warm-up, then five refining steps after 10 s of rest.
-/// Ten seconds hold enough requests for a steady p95 on a pod whose CPU limit throttles it in
-/// 100 ms periods. A pod of about 300m takes 8-10 steps: two minutes or so.
+/// The search: from 10,000 points/s (or two requests a second, whichever is more), up by half
+/// a step at a time to at most 50 M, in 10 s steps after a 5 s warm-up; then, after 15 s of
+/// rest, four refining steps between the last rate that kept up and the first that did not
+/// (the knee within a tenth). Ten seconds hold enough requests for a steady p95 on a pod whose
+/// CPU limit throttles it in 100 ms periods; growing by half (not doubling) keeps the failing
+/// step's backlog small enough for the rest to clear it. A pod of 300m takes 6-8 steps, one of
+/// two full CPUs about 15: one to three minutes.
 pub const START_PPS: i64 = 10_000;
 pub const MAX_PPS: i64 = 50_000_000;
 pub const STEP: &str = "10s";
 pub const WARMUP: &str = "5s";
-pub const REFINE: usize = 5;
+pub const SETTLE: &str = "15s";
+pub const GROWTH: &str = "1.5";
+pub const REFINE: usize = 4;
 /// Connections of the generator: requests in flight at most.
 pub const CONNECTIONS: usize = 16;
 /// How long the generator waits for the server to be ready.
@@ -106,6 +111,8 @@ pub fn load_args(v: &ValidTenant, want: &Want, db: &str, p95_target_ms: f64) -> 
         READY_WITHIN,
         "--search",
         &format!("{start}:{}", MAX_PPS.max(start)),
+        "--growth",
+        GROWTH,
         "--refine",
         &REFINE.to_string(),
         "--step",
@@ -113,7 +120,7 @@ pub fn load_args(v: &ValidTenant, want: &Want, db: &str, p95_target_ms: f64) -> 
         "--warmup",
         WARMUP,
         "--settle",
-        "10s",
+        SETTLE,
         "--points",
         &p.points_per_request.to_string(),
         "--series",
@@ -307,7 +314,7 @@ mod tests {
             "--search 40000:50000000",
             "--points 20000 --series 1000 --fields 5 --format lp",
             "--p95-max 250ms --p95-factor 0 --summary /dev/termination-log",
-            "--step 10s --warmup 5s --settle 10s",
+            "--growth 1.5 --refine 4 --step 10s --warmup 5s --settle 15s",
             "--gzip",
         ] {
             assert!(args.contains(want), "{want} in {args}");
