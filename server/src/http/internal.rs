@@ -61,6 +61,9 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         None => return error(StatusCode::BAD_REQUEST, "missing p"),
     };
     let mut filters = None;
+    // The tables this pod had handed over when its filters were set: one dropped after
+    // that reads as no table, which must not count as no rows (see below).
+    let handed_before = app.handoff.handed_away().map(|(_, t)| t);
     match &what {
         Partial::Ping => return (StatusCode::OK, "ok").into_response(),
         Partial::Catalog => return catalog(app),
@@ -128,10 +131,21 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
             let text = axum::body::to_bytes(r.into_body(), 1 << 16)
                 .await
                 .unwrap_or_default();
-            if String::from_utf8_lossy(&text).contains("UNKNOWN_TABLE") {
-                native(axum::body::Body::empty())
-            } else {
+            if !String::from_utf8_lossy(&text).contains("UNKNOWN_TABLE") {
                 (StatusCode::BAD_REQUEST, text).into_response()
+            } else if app.handoff.handed_away().map(|(_, t)| t) != handed_before {
+                // Handed over and dropped between the filters and the read: the filters
+                // counted the table here, so the receiver leaves its copy out. The view is
+                // stale; the gathering pod reads again.
+                error(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "{}: this pod handed a table over during the read",
+                        crate::handoff::STALE_VIEW
+                    ),
+                )
+            } else {
+                native(axum::body::Body::empty())
             }
         }
         Err(r) => r,

@@ -23,8 +23,18 @@ pub fn sql_filters(app: &App, handed: &Handed) -> Result<Option<String>, String>
     if !app.handoff.involved() {
         return Ok(None);
     }
+    // The tables this pod has handed over too: dropped, they are no longer in its catalog,
+    // but a view that does not know they are handed is stale all the same.
+    let mut tables: std::collections::BTreeSet<String> = app
+        .ingest
+        .catalog
+        .measurement_tables()
+        .into_iter()
+        .map(|(table, ..)| table)
+        .collect();
+    tables.extend(app.handoff.handed_away().into_iter().flat_map(|(_, t)| t));
     let mut entries = Vec::new();
-    for (table, ..) in app.ingest.catalog.measurement_tables() {
+    for table in tables {
         if let Some(filter) = app.handoff.counted_filter(&table, handed)? {
             entries.push(format!("{}: {}", quote_str(&table), quote_str(&filter)));
         }
@@ -46,6 +56,8 @@ pub fn table_sql(
     fields: &Fields,
     handed: &Handed,
 ) -> Result<String, String> {
+    // The catalog first: a table handed over and dropped between the two reads then fails
+    // the view's check instead of reading as no rows here (the receiver leaves its copy out).
     let local = app.ingest.catalog.table_fields(table);
     let source = match app.handoff.counted_source(table, handed)? {
         Some(s) => s,
