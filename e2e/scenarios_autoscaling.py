@@ -1,118 +1,375 @@
-"""The knee autoscaler with real load."""
-import argparse
-import base64
-import http.client
+"""The knee autoscaler with real load: calibration, scale-out ahead of the load, steadiness,
+scale-in through decommissioning, and exactness throughout."""
 import json
 import os
-import random
-import re
-import shlex
-import shutil
-import struct
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-import traceback
 import urllib.parse
 
 from kube import *  # noqa: F401,F403
 from tenant import *  # noqa: F401,F403
+import timeline
+
+MISSION = "knee"          # the autoscaled tenant
+RAMP = "knee-ramp"        # a tenant of the same pods without autoscaling, for the ramp by hand
+P95_TARGET_MS = 500
+POINTS = 1000             # points per request, of the calibration and of the load
+SEGMENT_S = 10            # the load runs as 10 s open-model steps, each on fresh connections
+RISE_S, STEADY_S = 120, 120
+MAX_REPLICAS = 4
+MEASUREMENT = "mission"
 
 
 def sluice_load():
-    """The load generator `cargo` built (release when there is one)."""
+    """The load generator `cargo` built most recently (release or debug)."""
     target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
-    for profile in ("release", "debug"):
-        path = os.path.join(target, profile, "sluice-load")
-        if os.access(path, os.X_OK):
-            return path
-    raise Fail(f"no sluice-load under {target}: cargo build -p sluice-load")
+    found = [os.path.join(target, p, "sluice-load") for p in ("release", "debug")]
+    found = [p for p in found if os.access(p, os.X_OK)]
+    if not found:
+        raise Fail(f"no sluice-load under {target}: cargo build -p sluice-load")
+    return max(found, key=os.path.getmtime)
+
+
+def knee_manifest(name, autoscaling):
+    """Pods limited to 300m of CPU: one pod's knee is well below what the node offers."""
+    m = tenant_manifest(
+        replicas=1,
+        resources={"requests": {"cpu": "250m", "memory": "256Mi"},
+                   "limits": {"cpu": "300m", "memory": "2Gi"}},
+        storage={"size": "4Gi", "reclaimPolicy": "Delete", "scaleDownPolicy": "Delete",
+                 **({"storageClassName": STORAGE_CLASS} if STORAGE_CLASS else {})})
+    m["metadata"]["name"] = name
+    if autoscaling:
+        m["spec"]["scaling"] = {"minReplicas": 1, "maxReplicas": MAX_REPLICAS}
+        m["spec"]["autoscaling"] = {
+            "enabled": True, "p95Target": f"{P95_TARGET_MS}ms",
+            "scaleDownWindow": "30s", "scaleDownCooldown": "30s",
+            "calibration": {"payload": {"pointsPerRequest": POINTS}}}
+    return m
+
+
+def status_of(name):
+    return (kget("ingesttenant", name) or {}).get("status") or {}
+
+
+def ready_pods(name):
+    return [p for p in tenant_pods(name) if pod_ready(p)]
+
+
+def calibration_pod(name):
+    pods = kj("-n", NS, "get", "pods", "-l",
+              f"app.kubernetes.io/name=sluice-calibration,app.kubernetes.io/instance={name}")["items"]
+    return pods[0] if pods else None
+
+
+def hand_ramp_args(cal_pod, url):
+    """The calibration's own ramp (its load container's arguments), aimed at `url`."""
+    load = next(c for c in cal_pod["spec"]["containers"] if c["name"] == "sluice-load")
+    args, out, skip = load["args"], [], False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if a in ("--url", "--summary", "--wait-ready", "--measurement"):
+            skip = True
+            continue
+        out.append(a)
+    return out + ["--url", url, "--measurement", "handramp"]
+
+
+def segment(url, rate, path):
+    """One 10 s open-model step at `rate` points/s through `url`, on fresh connections (so the
+    Service spreads them over the pods Ready now); its report."""
+    cmd = [sluice_load(), "--url", url, "--db", DB, "--measurement", MEASUREMENT,
+           "--rate", str(int(rate)), "--duration", f"{SEGMENT_S}s", "--points", str(POINTS),
+           "--series", "1000", "--fields", "5", "--connections", "48", "--spread",
+           "--timeout", "10s", "--quiet", "--json", path]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=SEGMENT_S + 60)
+    if r.returncode != 0:
+        raise Fail(f"sluice-load failed ({r.returncode}): {r.stderr[-500:]}")
+    with open(path) as f:
+        return json.load(f)["steps"][0]
+
+
+# Outcomes of a request: acknowledged (stored once), refused (never stored), in doubt (stored
+# once or not at all): a timeout, a broken connection, a 5xx other than 503.
+REFUSED = {"503", "connect"}
+
+
+def in_doubt(step):
+    return sum(n for k, n in step["errors_by_status"].items()
+               if k not in REFUSED and not k.startswith("4"))
+
+
+class Sampler(threading.Thread):
+    """Every 4 s: spec.replicas, Ready pods, the knee, rate and p95 the operator reports (two
+    kubectl calls: more often would take the node's CPU from the pods measured)."""
+
+    def __init__(self, name, t0):
+        super().__init__(daemon=True)
+        self.name_, self.t0, self.samples = name, t0, []
+        self.stop_ = threading.Event()
+
+    def run(self):
+        while not self.stop_.is_set():
+            try:
+                t = kget("ingesttenant", self.name_) or {}
+                st = t.get("status") or {}
+                self.samples.append({
+                    "t": round(time.monotonic() - self.t0, 1),
+                    "replicas": t.get("spec", {}).get("replicas"),
+                    "ready": len(ready_pods(self.name_)),
+                    "knee": (st.get("knee") or {}).get("pointsPerSecond"),
+                    "knee_source": (st.get("knee") or {}).get("source"),
+                    "rate": st.get("rate"), "p95": st.get("p95"),
+                    "last": (st.get("lastScaling") or {}).get("reason")})
+            except Fail:
+                pass
+            self.stop_.wait(4)
+
+    def stop(self):
+        self.stop_.set()
+        self.join(timeout=30)
+
+
+def longest_breach(segments):
+    """The longest run of consecutive load steps whose p95 was over the target, seconds."""
+    longest = run = 0.0
+    for s in segments:
+        if s["p95_ms"] is not None and s["p95_ms"] > P95_TARGET_MS:
+            run += s["t1"] - s["t0"]
+            longest = max(longest, run)
+        else:
+            run = 0.0
+    return longest
+
+
+def start_up_s(name):
+    """The longest a pod of `name` took from creation to Ready, seconds."""
+    worst = 0.0
+    for p in tenant_pods(name):
+        ready = next((c for c in p["status"].get("conditions", []) if c["type"] == "Ready"
+                      and c["status"] == "True"), None)
+        if ready:
+            worst = max(worst, iso_seconds(ready["lastTransitionTime"])
+                        - iso_seconds(p["metadata"]["creationTimestamp"]))
+    return worst
+
+
+def iso_seconds(s):
+    return time.mktime(time.strptime(s, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def calibrate_and_ramp_by_hand():
+    """Both tenants at once; the ramp by hand runs beside the calibration (the same conditions
+    for both). Returns the calibrated knee, the hand ramp's, and what the calibration said."""
+    apply(knee_manifest(RAMP, False))
+    apply(knee_manifest(MISSION, True))
+    cal = wait_for("the calibration pod", lambda: calibration_pod(MISSION), 120, interval=1)
+    ramp_pod = wait_for(f"{RAMP}-0 Ready", lambda: (ready_pods(RAMP) or [None])[0], 240, interval=2)
+    out = tempfile.mktemp(suffix=".json")
+    args = hand_ramp_args(cal, ACC.pod(ramp_pod))
+    log(f"    ramp by hand: sluice-load {' '.join(args)}")
+    r = subprocess.run([sluice_load(), "--json", out, *args], capture_output=True, text=True, timeout=420)
+    if r.returncode != 0:
+        raise Fail(f"the ramp by hand failed: {r.stderr[-500:]}")
+    print("    " + r.stdout.replace("\n", "\n    ").rstrip(), flush=True)
+    hand = json.load(open(out))
+    st = wait_for("the calibration's result", lambda: (
+        (status_of(MISSION).get("calibration") or {}).get("phase") in ("Succeeded", "Failed")
+        and status_of(MISSION)), 360, interval=3)
+    k("-n", NS, "delete", "ingesttenant", RAMP, "--wait=false")
+    c = st["calibration"]
+    if c["phase"] != "Succeeded":
+        raise Fail(f"calibration failed: {c.get('message')}")
+    if calibration_pod(MISSION) and not calibration_pod(MISSION)["metadata"].get("deletionTimestamp"):
+        raise Fail("the calibration pod is still there after it reported")
+    for reason in ("Calibrating", "Calibrated"):
+        if decommissioned_events(reason, MISSION) < 1:
+            raise Fail(f"no {reason} Event")
+    knee = wait_for("status.knee from the calibration", lambda: (
+        (status_of(MISSION).get("knee") or {}).get("source") == "calibration" and status_of(MISSION)["knee"]),
+        60, interval=2)
+    if not hand.get("knee_pps"):
+        raise Fail(f"the ramp by hand found no knee: {hand.get('steps')}")
+    return c, knee, hand
+
+
+def out_dir():
+    d = os.environ.get("SLUICE_E2E_TIMELINE_DIR") or os.path.join(
+        os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target"), "e2e")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+class Mission:
+    """The load and what was seen of it: 10 s steps through the Service, rising from a third
+    of the calibrated knee to 2.5 times it, steady, then back to a third until one pod is left."""
+
+    def __init__(self, knee):
+        self.knee, self.low, self.high = knee, knee / 3, 2.5 * knee
+        self.base = ACC.service(MISSION)
+        self.tmp = tempfile.mkdtemp()
+        self.t0 = time.monotonic()
+        self.sampler = Sampler(MISSION, self.t0)
+        self.segments = []
+        self.steady = [None, None]
+        self.back_to_one = None
+
+    def now(self):
+        return time.monotonic() - self.t0
+
+    def step(self, rate, phase):
+        s0 = self.now()
+        r = segment(self.base, rate, os.path.join(self.tmp, f"{len(self.segments)}.json"))
+        self.segments.append({"t0": s0, "t1": self.now(), "phase": phase, "offered_pps": r["offered_pps"],
+                              "acked_pps": r["achieved_pps"], "p95_ms": r["p95_ms"],
+                              "acked_points": r["ok"] * POINTS, "doubt_points": in_doubt(r) * POINTS,
+                              "errors": r["errors_by_status"], "dropped": r["dropped"]})
+
+    def run(self):
+        self.sampler.start()
+        try:
+            rise = RISE_S // SEGMENT_S
+            for i in range(rise):
+                self.step(self.low + (self.high - self.low) * i / (rise - 1), "rise")
+            self.steady[0] = self.now()
+            for _ in range(STEADY_S // SEGMENT_S):
+                self.step(self.high, "steady")
+            self.steady[1] = self.now()
+            # The load falls back, and runs on until the autoscaler is back at one pod.
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                self.step(self.low, "fall")
+                t = kget("ingesttenant", MISSION) or {}
+                if t.get("spec", {}).get("replicas") == 1 and len(tenant_pods(MISSION)) == 1 \
+                        and len(ready_pods(MISSION)) == 1:
+                    self.back_to_one = self.now()
+                    break
+        finally:
+            self.sampler.stop()
+
+    def changes(self):
+        s = self.sampler.samples
+        return [(b["t"], a["replicas"], b["replicas"]) for a, b in zip(s, s[1:]) if b["replicas"] != a["replicas"]]
+
+    def save(self, extra):
+        """The numbers (JSON) and the picture (SVG), whatever the outcome."""
+        d = out_dir()
+        record = {"p95_target_ms": P95_TARGET_MS, "knee": self.knee, "segments": self.segments,
+                  "samples": self.sampler.samples, "changes": self.changes(), "steady": self.steady,
+                  "back_to_one": self.back_to_one, **extra}
+        with open(os.path.join(d, "knee-autoscaling.json"), "w") as f:
+            json.dump(record, f, indent=1)
+        marks = [(0, "rise")]
+        if self.steady[0] is not None:
+            marks.append((self.steady[0], "steady at 2.5 x knee"))
+        if self.steady[1] is not None:
+            marks.append((self.steady[1], "falls back to a third"))
+        timeline.write_svg(
+            os.path.join(d, "knee-autoscaling.svg"), self.segments, self.sampler.samples, self.knee,
+            P95_TARGET_MS, f"Knee autoscaling: pods of 300m CPU, calibrated knee "
+            f"{self.knee / 1000:.1f}k points/s per pod", phases=marks)
+        log(f"    timeline: {d}/knee-autoscaling.svg (.json)")
+
+
+def stored_points(base):
+    """Points of the load across the tenant: one read through its Service, every pod's share."""
+    rows = tenant_sql(f"SELECT count() AS c FROM {DB}_autogen_{MEASUREMENT}", "SELECT sum(c) AS c FROM tenant",
+                      base=base)
+    return int(rows[0]["c"])
+
+
+def influxql_count_through(base):
+    """The load's points as InfluxQL counts them through the Service."""
+    st, body = req("GET", base, "/query?" + urllib.parse.urlencode(
+        {"db": DB, "q": f'SELECT count("f0") FROM "{MEASUREMENT}"'}))
+    res = json.loads(body)["results"][0] if st == 200 else {}
+    if "series" not in res:
+        raise Fail(f"InfluxQL count through the Service: {st} {body[:200]!r}")
+    return res["series"][0]["values"][0][1]
+
+
+def judge(m):
+    """The mission's claims about the load; Fail on the first that does not hold."""
+    changes = m.changes()
+    ups = [ch for ch in changes if ch[2] > ch[1]]
+    downs = [(a, b) for _, a, b in changes if b < a]
+    top = max((s["replicas"] or 0) for s in m.sampler.samples)
+    if top < 3:
+        raise Fail(f"replicas never passed 2 under 2.5 x one pod's knee: {changes}")
+    if downs != [(r, r - 1) for r in range(top, 1, -1)]:
+        raise Fail(f"scale-in was not one pod at a time down to 1: {changes}")
+    in_steady = [ch for ch in changes if m.steady[0] <= ch[0] <= m.steady[1]]
+    if len(in_steady) > 1:
+        raise Fail(f"{len(in_steady)} scaling events under steady load: {in_steady}")
+    startup = start_up_s(MISSION) or 30.0
+    breach, allowed = longest_breach(m.segments), 10 + startup + SEGMENT_S
+    if breach > allowed:
+        raise Fail(f"p95 stayed over {P95_TARGET_MS} ms for {breach:.0f} s (allowed: a 10 s sampling "
+                   f"window + a {startup:.0f} s start-up + one {SEGMENT_S} s step)")
+    if decommissioned_events("Decommissioned", MISSION) < top - 1:
+        raise Fail(f"scale-in from {top} without {top - 1} Decommissioned Events")
+    return {"ups": ups, "in_steady": in_steady, "start_up_s": startup, "longest_breach_s": breach,
+            "allowed_s": allowed}
 
 
 @scenario
-def autoscaler_scales_with_real_load_up_and_back_down():
-    """A second tenant with autoscaling on (1 to 2 replicas, each pod limited to half a CPU, a
-    30 s scale-down window): an open-model load beyond one pod's capacity through its Service
-    makes the autoscaler add a pod (spec.replicas 2, status.lastScaling, an Autoscaled Event)
-    that becomes Ready; when the load stops it removes that pod again, through decommissioning,
-    and every point stays readable exactly once; then the tenant is deleted."""
-    name = "auto"
-    manifest = tenant_manifest(
-        replicas=1,
-        scaling={"minReplicas": 1, "maxReplicas": 2},
-        autoscaling={"enabled": True, "p95Target": "250ms",
-                     "scaleDownWindow": "30s", "scaleDownCooldown": "30s"},
-        resources={"requests": {"cpu": "100m", "memory": "256Mi"},
-                   "limits": {"cpu": "500m", "memory": "2Gi"}},
-        storage={"size": "1Gi", "reclaimPolicy": "Delete",
-                 **({"storageClassName": STORAGE_CLASS} if STORAGE_CLASS else {})})
-    manifest["metadata"]["name"] = name
-    apply(manifest)
+def calibrated_knee_scales_out_before_p95_breaks_and_back_in_exactly():
+    """Pods limited to 300m of CPU, 1 to 4 replicas: the calibration's knee is within 25 % of a
+    ramp by hand against such a pod; an open-model load through the Service rising from a third
+    of that knee to 2.5 times it makes the autoscaler add pods before p95 stays over its target
+    for longer than a sampling window and a pod's start-up; steady load changes replicas at most
+    once; when the load falls back, replicas go down one at a time through decommissioning;
+    every acknowledged point is stored, and read through the Service, exactly once."""
     try:
-        def ready(n):
-            t = kget("ingesttenant", name) or {}
-            st = t.get("status", {})
-            return st.get("readyReplicas") == n and st.get("replicas") == n and len(tenant_pods(name)) == n
-        wait_for(f"tenant {name} Ready", lambda: ready(1), 300, interval=2)
-        base = ACC.service(name)
-        load = subprocess.Popen(
-            [sluice_load(), "--url", base, "--db", DB, "--measurement", "auto", "--points", "5000",
-             "--series", "1000", "--fields", "5", "--connections", "16", "--timeout", "10s",
-             "--rate", "2M", "--duration", "240s", "--quiet"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        c, knee_status, hand = calibrate_and_ramp_by_hand()
+        knee = float(c["pointsPerSecond"])
+        off = abs(knee - hand["knee_pps"]) / hand["knee_pps"]
+        log(f"    calibration: {knee:.0f} points/s per pod ({c.get('message')}); by hand: "
+            f"{hand['knee_pps']:.0f} ({off:.0%} apart); status.knee {knee_status}")
+        if off > 0.25:
+            raise Fail(f"calibrated knee {knee:.0f} is {off:.0%} from the ramp by hand ({hand['knee_pps']:.0f})")
+        wait_for(f"{MISSION}: one Ready pod", lambda: len(ready_pods(MISSION)) == 1, 240, interval=2)
+        m = Mission(knee)
+        extra = {"knee_by_hand": hand["knee_pps"], "apart": round(off, 3), "calibration": c,
+                 "hand_steps": hand["steps"]}
         try:
-            t = wait_for("the autoscaler to add a pod", lambda: (
-                (kget("ingesttenant", name) or {}).get("spec", {}).get("replicas") == 2
-                and kget("ingesttenant", name)), 200, interval=2)
-            wait_for(f"two Ready pods of {name}", lambda: ready(2), 240, interval=2)
+            m.run()
+            if m.back_to_one is None:
+                raise Fail(f"replicas did not come back to 1 within 300 s of the load falling: "
+                           f"{m.sampler.samples[-3:]}")
+            verdict = judge(m)
+            extra.update(verdict)
+            # Exactness, through the Service: every acknowledged point once.
+            acked = sum(s["acked_points"] for s in m.segments)
+            doubt = sum(s["doubt_points"] for s in m.segments)
+            extra.update({"acknowledged": acked, "in_doubt": doubt})
+            wait_for(f"all {acked} acknowledged points readable", lambda: stored_points(m.base) >= acked,
+                     180, interval=3)
+            time.sleep(3)
+            stored = stored_points(m.base)
+            extra["stored"] = stored
+            if not acked <= stored <= acked + doubt:
+                raise Fail(f"{stored} points stored, {acked} acknowledged and {doubt} in doubt")
+            read = influxql_count_through(m.base)
+            if read != stored:
+                raise Fail(f"InfluxQL through the Service counts {read}, the tenant holds {stored}")
         finally:
-            load.kill()
-            load.wait()
-        up = t.get("status", {}).get("lastScaling") or {}
-        if (up.get("from"), up.get("to")) != (1, 2):
-            raise Fail(f"status.lastScaling: {up}")
-
-        def count():
-            st, body = req("GET", ACC.service(name), "/query?" + urllib.parse.urlencode(
-                {"db": DB, "q": 'SELECT count("f0") FROM "auto"'}))
-            res = json.loads(body)["results"][0] if st == 200 else {}
-            if "series" not in res:
-                raise Fail(f"count through the Service: {st} {body[:200]!r}")
-            return res["series"][0]["values"][0][1]
-        # What the load left, once every pod has flushed it (the same count twice, 3 s apart).
-        stored = [None]
-
-        def settled():
-            n = count()
-            same, stored[0] = n == stored[0], n
-            return same and n
-        wait_for("the load's points flushed", settled, 120, interval=3)
-        total = stored[0]
-        def removed():
-            t = kget("ingesttenant", name) or {}
-            if t.get("spec", {}).get("replicas") == 1:
-                return t
-            st = t.get("status", {})
-            raise Fail(f"replicas {t.get('spec', {}).get('replicas')}; status: " + json.dumps(
-                {k: st.get(k) for k in ("rate", "p95", "knee", "lastScaling", "plateau", "decommission",
-                                        "readyReplicas")}))
-        wait_for("the autoscaler to remove the pod", removed, 240, interval=2)
-        wait_for(f"one pod of {name} left", lambda: ready(1), 300, interval=2)
-        last = (kget("ingesttenant", name) or {}).get("status", {}).get("lastScaling") or {}
-        if (last.get("from"), last.get("to")) != (2, 1):
-            raise Fail(f"status.lastScaling after the load: {last}")
-        handed = decommissioned_events("Decommissioned", name)
-        if handed < 1:
-            raise Fail("the pod was removed without a Decommissioned Event")
-        after = wait_for("every point once through the Service", lambda: (lambda n: n if n == total else None)(
-            count()), 120, interval=3)
-        # A repeated Event counts in its series.
-        scaled = decommissioned_events("Autoscaled", name)
-        if scaled < 2:
-            raise Fail(f"{scaled} Autoscaled Events, want one per change")
-        return (f"1 -> 2 ({up.get('reason')}), 2 -> 1 after the load ({last.get('reason')}), the pod "
-                f"decommissioned; {after} points exact; {scaled} Autoscaled Events")
+            m.save(extra)
+        crossing = next((s["t0"] for s in m.segments if s["offered_pps"] > knee), None)
+        breaching = [(round(s["t0"]), round(s["p95_ms"])) for s in m.segments
+                     if s["p95_ms"] is not None and s["p95_ms"] > P95_TARGET_MS]
+        first_up = verdict["ups"][0][0] if verdict["ups"] else None
+        return (f"knee {knee:.0f} (calibrated) vs {hand['knee_pps']:.0f} (by hand), {off:.0%} apart; "
+                f"load {m.low:.0f} -> {m.high:.0f} points/s; offered passed one pod's knee at "
+                f"{crossing and round(crossing)} s, first scale-up seen at {first_up} s; replicas "
+                f"{[(round(t), a, b) for t, a, b in m.changes()]}; p95 over {P95_TARGET_MS} ms in "
+                f"{breaching} (longest {verdict['longest_breach_s']:.0f} s, allowed "
+                f"{verdict['allowed_s']:.0f} s); {len(verdict['in_steady'])} change(s) under steady load; "
+                f"{acked} points acknowledged, {doubt} in doubt, {stored} stored and read once through "
+                f"the Service")
     finally:
-        k("-n", NS, "delete", "ingesttenant", name, "--wait=true", "--timeout=180s", check=False)
+        k("-n", NS, "delete", "ingesttenant", MISSION, RAMP, "--wait=true", "--timeout=180s", check=False)
