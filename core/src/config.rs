@@ -132,8 +132,8 @@ pub struct LimitsConfig {
     pub wal_memtable_bytes: ByteSize,
     /// Memory the server touches once at start-up and keeps for its buffers, so that a jump in
     /// load does not fault fresh pages in on the request path; 0 turns it off. It is resident
-    /// from the start; the server takes at most a quarter of its cgroup's memory limit (or
-    /// of the machine's memory).
+    /// from the start and counts against the memory budget (at most a quarter of what the
+    /// budget shares out, see `limits.memory_bytes`).
     pub pretouch_bytes: ByteSize,
     /// Distinct fields (columns) one measurement may have; a line adding more answers 400.
     pub max_fields_per_measurement: u32,
@@ -154,8 +154,9 @@ pub struct LimitsConfig {
     /// Time a client has to send its whole body; slower bodies answer 408.
     #[serde(with = "duration_str")]
     pub body_read_timeout: Duration,
-    /// Memory the server plans for (see the server's `memory` module); 0 means what it may
-    /// use: its cgroup's limit, else the machine's memory. A smaller cgroup limit still wins.
+    /// Memory the server plans for (see the server's `memory` module); 0 means its cgroup's
+    /// limit, else 1 GiB. A smaller cgroup limit still wins; outside a container a larger
+    /// budget has to be asked for.
     pub memory_bytes: ByteSize,
 }
 

@@ -25,6 +25,8 @@ pub enum StartError {
         path: String,
         source: std::io::Error,
     },
+    #[error("cannot start the parse threads: {0}")]
+    ParsePool(std::io::Error),
     #[error("cannot start the disk-watch thread: {0}")]
     DiskWatch(std::io::Error),
     #[error(transparent)]
@@ -64,6 +66,8 @@ pub struct App {
     pub views: crate::query::gather::ViewCache,
     /// Requests in flight and their memory (see [`crate::http::Admission`]).
     pub admission: crate::http::Admission,
+    /// The threads that inflate and parse request bodies (see [`crate::parse_pool`]).
+    pub parse: crate::parse_pool::ParsePool,
     /// Takes writes: false while replaying and while draining.
     pub ready: AtomicBool,
     pub draining: AtomicBool,
@@ -124,13 +128,13 @@ impl App {
         let metrics = Arc::new(Metrics::new());
         metrics.series_limit.set(cfg.limits.max_series as i64);
         // Writers: one per flush worker plus one for DDL on the request path.
-        let memory = crate::memory::plan(&cfg, crate::memory::memory_limit());
+        let memory = crate::memory::plan(&cfg, crate::memory::cgroup_limit());
         let mut engine = Engine::open_within(
             &data.join("chdb"),
             cfg.pool.flush_workers as usize + 1,
             cfg.pool.connections as usize,
             &cfg.query,
-            memory.engine_memory_bytes(),
+            Some(memory.engine_memory_bytes()),
         )?;
         if cluster.configured() {
             // As many gathering reads as local ones: each holds one of these while its peers'
@@ -224,6 +228,10 @@ impl App {
                 cfg.limits.max_requests_in_flight,
                 cfg.limits.request_memory_bytes.0,
             ),
+            parse: crate::parse_pool::ParsePool::start(
+                crate::parse_pool::ParsePool::default_threads(),
+            )
+            .map_err(StartError::ParsePool)?,
             ready: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             decommissioned_since: std::sync::Mutex::new(since),

@@ -42,14 +42,15 @@ pub const CHDB_MALLOC_CONF: (&str, &str) = (
 /// 512 MiB limit the kernel killed the server at 600,000 points/s with the 20 s decay).
 pub const CHDB_MALLOC_CONF_SMALL: &str = "dirty_decay_ms:1000,muzzy_decay_ms:0,prof_active:false";
 
-/// Memory limits below this use [`CHDB_MALLOC_CONF_SMALL`].
-pub const SMALL_MEMORY_LIMIT: u64 = 4 << 30;
+/// Memory budgets below this use [`CHDB_MALLOC_CONF_SMALL`].
+pub const SMALL_MEMORY_LIMIT: u64 = 1 << 30;
 
-/// chDB's allocator settings for a process that may use `limit` bytes.
-pub fn chdb_malloc_conf(limit: Option<u64>) -> &'static str {
-    match limit {
-        Some(l) if l < SMALL_MEMORY_LIMIT => CHDB_MALLOC_CONF_SMALL,
-        _ => CHDB_MALLOC_CONF.1,
+/// chDB's allocator settings for a process with a budget of `budget` bytes.
+pub fn chdb_malloc_conf(budget: u64) -> &'static str {
+    if budget < SMALL_MEMORY_LIMIT {
+        CHDB_MALLOC_CONF_SMALL
+    } else {
+        CHDB_MALLOC_CONF.1
     }
 }
 

@@ -17,6 +17,7 @@ pub mod http;
 pub mod ingest;
 pub mod memory;
 pub mod metrics;
+pub mod parse_pool;
 pub mod payload;
 pub mod priority;
 pub mod query;

@@ -32,17 +32,18 @@ const MI_PURGE_DELAY_DEFAULTS: [std::ffi::c_long; 2] = [10, 1000];
 /// (Until the v3 default was recognised this silently did nothing: 2.2 GiB were purged and
 /// faulted in again during a 15 s run at 1 M points/s; the test below keeps it honest.)
 ///
-/// Under a memory limit below [`SMALL_MEMORY_LIMIT`] freed memory is given back after
+/// Under a budget below [`SMALL_MEMORY_LIMIT`] freed memory is given back after
 /// [`SMALL_LIMIT_PURGE_DELAY_MS`] instead: each thread's heap keeps its own freed pages, so
-/// kept memory is the sum of every thread's peak, not the peak of the whole. Under a 1 GiB
-/// limit, offered more than its knee, the server held 0.8-1.0 GiB of anonymous memory (chDB's
-/// share 20-110 MiB) and was killed within 21 s; giving memory back, it stayed at 0.54-0.65 GiB
-/// and served (503s past the knee).
-fn keep_freed_memory(limit: Option<u64>) {
+/// kept memory is more than the peak of what is live at once. Before request bodies were parsed
+/// on a fixed set of threads (`sluice_server::parse_pool`), a server under a 1 GiB limit,
+/// offered more than its knee, held 0.8-1.0 GiB of anonymous memory and was killed within
+/// 21 s; giving memory back, it stayed at 0.54-0.65 GiB. With the parse threads a 1 GiB budget
+/// keeps its memory without that (bench/README.md, "Memory").
+fn keep_freed_memory(budget: u64) {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
         return;
     }
-    let delay = purge_delay(limit);
+    let delay = purge_delay(budget);
     // SAFETY: plain option getters/setters of the allocator, callable at any time.
     unsafe {
         if MI_PURGE_DELAY_DEFAULTS.contains(&libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY))
@@ -55,11 +56,13 @@ fn keep_freed_memory(limit: Option<u64>) {
 /// mimalloc's purge delay under a small memory limit (see [`keep_freed_memory`]).
 const SMALL_LIMIT_PURGE_DELAY_MS: std::ffi::c_long = 10;
 
-/// The purge delay for a process that may use `limit` bytes: never (-1), or soon when small.
-fn purge_delay(limit: Option<u64>) -> std::ffi::c_long {
-    match limit {
-        Some(l) if l < SMALL_MEMORY_LIMIT => SMALL_LIMIT_PURGE_DELAY_MS,
-        _ => -1,
+/// The purge delay for a process with a budget of `budget` bytes: never (-1), or soon when
+/// small.
+fn purge_delay(budget: u64) -> std::ffi::c_long {
+    if budget < SMALL_MEMORY_LIMIT {
+        SMALL_LIMIT_PURGE_DELAY_MS
+    } else {
+        -1
     }
 }
 
@@ -67,10 +70,10 @@ fn purge_delay(limit: Option<u64>) -> std::ffi::c_long {
 /// variable is already set (by the operator, or by this very re-execution). `exec` keeps the
 /// process id, so supervisors see one process. If it fails, the server goes on with chDB's
 /// defaults, only slower.
-fn configure_chdb_allocator() -> Option<std::io::Error> {
+fn configure_chdb_allocator(budget: u64) -> Option<std::io::Error> {
     use std::os::unix::process::CommandExt;
     let var = CHDB_MALLOC_CONF.0;
-    let value = sluice_server::engine::chdb_malloc_conf(memory::memory_limit());
+    let value = sluice_server::engine::chdb_malloc_conf(budget);
     if std::env::var_os(var).is_some() {
         return None;
     }
@@ -111,7 +114,8 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     sluice_core::config::parse_duration(s).map_err(|e| e.to_string())
 }
 
-fn load_config(args: &Args) -> Result<ServerConfig, String> {
+/// The configuration, and the unknown `SLUICE_*` variables to warn about once logging runs.
+fn load_config(args: &Args) -> Result<(ServerConfig, Vec<String>), String> {
     let mut cfg = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -121,9 +125,6 @@ fn load_config(args: &Args) -> Result<ServerConfig, String> {
         None => ServerConfig::default(),
     };
     let unknown = apply_env(&mut cfg, std::env::vars()).map_err(|e| e.to_string())?;
-    for var in unknown {
-        tracing::warn!(var, "ignoring unknown SLUICE_* environment variable");
-    }
     if let Some(l) = &args.listen {
         cfg.listen = l.clone();
     }
@@ -132,7 +133,7 @@ fn load_config(args: &Args) -> Result<ServerConfig, String> {
     }
     cfg.validate()
         .map_err(|e| format!("invalid configuration: {e}"))?;
-    Ok(cfg)
+    Ok((cfg, unknown))
 }
 
 fn init_logging() {
@@ -251,38 +252,45 @@ fn pretouch(bytes: u64) -> Duration {
 }
 
 fn main() -> ExitCode {
-    let reexec_failed = configure_chdb_allocator();
-    keep_freed_memory(memory::memory_limit());
     let args = Args::parse();
-    init_logging();
-    if let Some(e) = reexec_failed {
-        tracing::warn!(error = %e, "could not re-execute with chDB's allocator configured; running with its defaults");
-    }
-    let cfg = match load_config(&args) {
+    let (mut cfg, unknown) = match load_config(&args) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("sluice-server: {e}");
             return ExitCode::from(2);
         }
     };
-    let mut cfg = cfg;
-    let plan = memory::plan(&cfg, memory::memory_limit());
+    // Both allocators follow the budget; chDB's reads its settings when the library loads, so
+    // this may run the binary again.
+    let cgroup = memory::cgroup_limit();
+    let budget = memory::budget(&cfg, cgroup);
+    let reexec_failed = configure_chdb_allocator(budget);
+    keep_freed_memory(budget);
+    init_logging();
+    if let Some(e) = reexec_failed {
+        tracing::warn!(error = %e, "could not re-execute with chDB's allocator configured; running with its defaults");
+    }
+    for var in unknown {
+        tracing::warn!(var, "ignoring unknown SLUICE_* environment variable");
+    }
+    let plan = memory::plan(&cfg, cgroup);
     memory::apply(&plan, &mut cfg);
     for (key, configured, in_force) in &plan.lowered {
         tracing::info!(
             key,
             configured,
             in_force,
-            memory_limit = plan.limit,
-            "lowered to fit the memory limit"
+            memory_budget = plan.limit,
+            "lowered to fit the memory budget"
         );
     }
     tracing::info!(
-        memory_limit = plan.limit,
+        memory_budget = plan.limit,
+        cgroup_limit = cgroup,
         wal_memtables = 4 * plan.wal_memtable_bytes,
         flush_retained = plan.flush_retained_bytes,
         requests = plan.request_memory_bytes,
-        queries = u64::from(cfg.pool.connections) * plan.query_memory_bytes,
+        query_each = plan.query_memory_bytes,
         pretouch = plan.pretouch_bytes,
         max_points_per_batch = plan.max_points_per_batch,
         engine = plan.engine_memory_bytes(),
@@ -331,7 +339,7 @@ mod tests {
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
             return;
         }
-        keep_freed_memory(None);
+        keep_freed_memory(memory::DEFAULT_BUDGET);
         // SAFETY: a plain option getter.
         let delay = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
         assert_eq!(delay, -1, "mimalloc still purges freed memory");
@@ -339,9 +347,9 @@ mod tests {
 
     #[test]
     fn small_limits_give_freed_memory_back() {
-        assert_eq!(purge_delay(None), -1);
-        assert_eq!(purge_delay(Some(SMALL_MEMORY_LIMIT)), -1);
-        assert_eq!(purge_delay(Some(1 << 30)), SMALL_LIMIT_PURGE_DELAY_MS);
+        assert_eq!(purge_delay(memory::DEFAULT_BUDGET), -1);
+        assert_eq!(purge_delay(SMALL_MEMORY_LIMIT), -1);
+        assert_eq!(purge_delay(512 << 20), SMALL_LIMIT_PURGE_DELAY_MS);
     }
 
     /// Resident bytes of this process.
@@ -358,7 +366,7 @@ mod tests {
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
             return;
         }
-        keep_freed_memory(None);
+        keep_freed_memory(memory::DEFAULT_BUDGET);
         const SIZE: usize = 256 << 20;
         let before = resident();
         pretouch(SIZE as u64);

@@ -272,7 +272,7 @@ fn body_format(headers: &HeaderMap) -> BodyFormat {
     }
 }
 
-/// Inflates and parses the body on a blocking thread, charging what that takes to the
+/// Inflates and parses the body on one of the parse threads, charging what that takes to the
 /// request's memory: the inflated body and its parse, up to [`PARSE_BYTES_PER_BODY_BYTE`] per
 /// byte. The memory stays reserved until the request is answered.
 async fn prepare(
@@ -287,22 +287,24 @@ async fn prepare(
     let format = body_format(headers);
     let limit = app.cfg.limits.max_decompressed_bytes.0;
     let app2 = app.clone();
-    let prepared = tokio::task::spawn_blocking(move || {
-        let raw_len = raw.len() as u64;
-        // The inflated body and its parse are charged as the body inflates, chunk by chunk,
-        // so a small body that inflates enormously is refused before it takes the memory.
-        let body = decompress(gzip, raw, limit, &mut |inflated| {
-            memory.grow_to(raw_len + inflated * (1 + PARSE_BYTES_PER_BODY_BYTE))
-        })?;
-        let inflated = if gzip { body.len() as u64 } else { 0 };
-        let need = raw_len + inflated + body.len() as u64 * PARSE_BYTES_PER_BODY_BYTE;
-        if !memory.grow_to(need) {
-            return Err(DecodeError::Busy);
-        }
-        let prepared = app2.ingest.prepare(&target, precision, format, &body);
-        Ok((prepared, memory))
-    })
-    .await;
+    let prepared = app
+        .parse
+        .run(move || {
+            let raw_len = raw.len() as u64;
+            // The inflated body and its parse are charged as the body inflates, chunk by chunk,
+            // so a small body that inflates enormously is refused before it takes the memory.
+            let body = decompress(gzip, raw, limit, &mut |inflated| {
+                memory.grow_to(raw_len + inflated * (1 + PARSE_BYTES_PER_BODY_BYTE))
+            })?;
+            let inflated = if gzip { body.len() as u64 } else { 0 };
+            let need = raw_len + inflated + body.len() as u64 * PARSE_BYTES_PER_BODY_BYTE;
+            if !memory.grow_to(need) {
+                return Err(DecodeError::Busy);
+            }
+            let prepared = app2.ingest.prepare(&target, precision, format, &body);
+            Ok((prepared, memory))
+        })
+        .await;
     match prepared {
         Err(e) => Err(error(
             StatusCode::INTERNAL_SERVER_ERROR,

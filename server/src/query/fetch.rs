@@ -81,6 +81,8 @@ pub fn limit_hit(q: &sluice_core::config::QueryConfig, msg: &str) -> Option<Stri
             "query.timeout ({})",
             sluice_core::config::format_duration(q.timeout)
         ))
+    } else if msg.contains("MEMORY_LIMIT_EXCEEDED") && msg.contains("(total)") {
+        Some("the server's memory budget (limits.memory_bytes, or the pod's memory limit), which inserts, merges and queries share".into())
     } else if msg.contains("MEMORY_LIMIT_EXCEEDED") {
         Some(format!("query.max_memory_bytes ({})", q.max_memory_bytes))
     } else if msg.contains("TOO_MANY_ROWS_OR_BYTES") {
