@@ -143,6 +143,23 @@ fn ready(p: &Pod) -> bool {
             .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// How long after a scale-down the tenant's windows say nothing about its pods' capacity.
+const AFTER_SCALE_DOWN: Duration = Duration::from_secs(60);
+
+/// Whether `t`'s pods are settling after a scale-down: a hand-off is under way, or one ended
+/// less than [`AFTER_SCALE_DOWN`] ago. The pod that received the data merges it and answers
+/// slowly for a while; judged like any window, that lowered the knee below the load that had
+/// just been scaled in for, and the autoscaler added the pod back.
+fn settling(t: &IngestTenant, now: k8s_openapi::chrono::DateTime<Utc>) -> bool {
+    let Some(s) = t.status.as_ref() else {
+        return false;
+    };
+    s.decommission.is_some()
+        || s.last_scaling.as_ref().is_some_and(|d| {
+            d.to < d.from && (now - d.time.0).num_seconds() < AFTER_SCALE_DOWN.as_secs() as i64
+        })
+}
+
 fn warming(p: &Pod) -> bool {
     let started = p
         .status
@@ -171,6 +188,7 @@ async fn step(
     let now_s = clock.elapsed().as_secs_f64();
     let rules = Rules::new(p95_target_ms(t));
     let recalibrated = recalibrate(state, t, now_s);
+    let settling = settling(t, Utc::now());
     let mut windows: Vec<Window> = Vec::new();
     let mut payloads = Vec::new();
     let mut ready_pods = 0;
@@ -190,7 +208,7 @@ async fn step(
         };
         payloads.push(sample.payload.clone());
         if let Some((prev, prev_s)) = state.samples.insert(uid, (sample.clone(), now_s)) {
-            let excluded = warming(p).then_some(Exclusion::Warming);
+            let excluded = (warming(p) || settling).then_some(Exclusion::Warming);
             windows.push(window(&prev, prev_s, &sample, now_s, excluded));
         }
     }
@@ -402,4 +420,36 @@ fn p95_target_ms(t: &IngestTenant) -> f64 {
     sluice_core::config::parse_duration(&t.spec.autoscaling.p95_target)
         .map(|d| d.as_secs_f64() * 1000.0)
         .unwrap_or(250.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{IngestTenantStatus, ScalingDecision};
+
+    fn scaled(from: i32, to: i32, secs_ago: i64) -> IngestTenant {
+        let mut t = crate::testing::tenant(crate::testing::autoscaled());
+        t.status = Some(IngestTenantStatus {
+            last_scaling: Some(ScalingDecision {
+                time: Time(Utc::now() - k8s_openapi::chrono::Duration::seconds(secs_ago)),
+                from,
+                to,
+                reason: "Forecast".into(),
+            }),
+            ..Default::default()
+        });
+        t
+    }
+
+    #[test]
+    fn windows_right_after_a_scale_down_say_nothing() {
+        let now = Utc::now();
+        assert!(settling(&scaled(2, 1, 10), now));
+        assert!(!settling(&scaled(2, 1, 120), now), "long after");
+        assert!(!settling(&scaled(1, 2, 10), now), "a scale-up");
+        assert!(!settling(
+            &crate::testing::tenant(crate::testing::autoscaled()),
+            now
+        ));
+    }
 }
