@@ -61,9 +61,9 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         None => return error(StatusCode::BAD_REQUEST, "missing p"),
     };
     let mut filters = None;
-    // The tables this pod had handed over when its filters were set: one dropped after
-    // that reads as no table, which must not count as no rows (see below).
-    let handed_before = app.handoff.handed_away().map(|(_, t)| t);
+    // For `/sql`: the tables this pod had handed over when its filters were set; one dropped
+    // after that reads as no table, which must not count as no rows (see below).
+    let mut handed_before = None;
     match &what {
         Partial::Ping => return (StatusCode::OK, "ok").into_response(),
         Partial::Catalog => return catalog(app),
@@ -81,6 +81,7 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
                 Err(r) => return r,
             };
             let view = crate::handoff::from_pairs(handed);
+            handed_before = app.handoff.handed_away().map(|(_, t)| t);
             match crate::query::partial::sql_filters(app, &view) {
                 // `merge()` reads tables by pattern, past the filters.
                 Ok(Some(_)) if crate::sql_guard::calls(&tree, "merge") => {
