@@ -19,6 +19,7 @@ use super::read::{checked, failed_stream, query_error, start_stream, task_failed
 use super::{error, observe};
 use crate::app::App;
 use crate::cluster::Partial;
+use crate::engine::ReadSettings;
 
 pub(super) async fn partial(
     State(app): State<Arc<App>>,
@@ -60,7 +61,7 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         Some(Err(e)) => return error(StatusCode::BAD_REQUEST, e),
         None => return error(StatusCode::BAD_REQUEST, "missing p"),
     };
-    let mut filters = None;
+    let mut settings = ReadSettings::default();
     // For `/sql`: the tables this pod had handed over when its filters were set; one dropped
     // after that reads as no table, which must not count as no rows (see below).
     let mut handed_before = None;
@@ -90,7 +91,7 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
                         crate::query::gather::HANDOFF_UNDER_WAY,
                     )
                 }
-                Ok(f) => filters = f,
+                Ok(f) => settings.table_filters = f,
                 Err(stale) => return error(StatusCode::BAD_REQUEST, stale),
             }
         }
@@ -100,7 +101,10 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
     let app2 = app.clone();
     let sql = tokio::task::spawn_blocking(move || crate::query::partial::sql(&app2, &what)).await;
     let sql = match sql {
-        Ok(Ok(Some(sql))) => sql,
+        Ok(Ok(Some(planned))) => {
+            settings.aggregation_in_order = planned.aggregation_in_order;
+            planned.sql
+        }
         Ok(Ok(None)) => return error(StatusCode::BAD_REQUEST, "nothing to run"),
         Ok(Err(msg)) => return error(StatusCode::BAD_REQUEST, msg),
         Err(e) => return task_failed(e),
@@ -117,7 +121,7 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
     let started = start_stream(
         app,
         crate::engine::Readers::Local,
-        filters,
+        settings,
         sql,
         true,
         &mut None,

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use super::body::read_body;
 use super::{authorize, error, observe, retry_later};
 use crate::app::App;
-use crate::engine::{QueryError, Readers};
+use crate::engine::{QueryError, ReadSettings, Readers};
 use crate::sql_guard;
 
 /// Largest query text accepted.
@@ -256,7 +256,7 @@ async fn run_tenant_sql(
             Ok(Err(msg)) => return error(StatusCode::BAD_REQUEST, msg),
             Err(e) => return task_failed(e),
         };
-        match start_stream(app, readers, None, sql, true, &mut place).await {
+        match start_stream(app, readers, ReadSettings::default(), sql, true, &mut place).await {
             Ok(body) => return sql_answer(&q, body, "tenant", &missing),
             Err(Some(QueryError::Engine(msg)))
                 if attempt == 0 && msg.contains(crate::handoff::STALE_VIEW) =>
@@ -323,9 +323,16 @@ pub(super) async fn stream_on(
     streamed: bool,
     mut place: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> Result<Body, Response> {
-    start_stream(app, readers, None, q, streamed, &mut place)
-        .await
-        .map_err(|e| failed_stream(app, e))
+    start_stream(
+        app,
+        readers,
+        ReadSettings::default(),
+        q,
+        streamed,
+        &mut place,
+    )
+    .await
+    .map_err(|e| failed_stream(app, e))
 }
 
 /// Why a stream did not start: the engine's error, or the query task's end without one.
@@ -339,13 +346,13 @@ pub(super) fn failed_stream(app: &App, e: Option<QueryError>) -> Response {
     }
 }
 
-/// [`stream_on`] with row `filters` (see [`crate::engine::Engine::stream_filtered`]); the
+/// [`stream_on`] with `settings` beyond the pool's (see [`ReadSettings`]); the
 /// request's `place` moves into the body only when the stream starts, so that a caller may
 /// run the query again after an error.
 pub(super) async fn start_stream(
     app: &Arc<App>,
     readers: Readers,
-    filters: Option<String>,
+    settings: ReadSettings,
     q: String,
     streamed: bool,
     place: &mut Option<tokio::sync::OwnedSemaphorePermit>,
@@ -366,7 +373,7 @@ pub(super) async fn start_stream(
                 send_until(&tx, Bytes::from(chunk), deadline)
             };
             app2.engine
-                .stream_filtered(readers, filters.as_deref(), &q, streamed, wait, &mut sink)
+                .stream_with(readers, &settings, &q, streamed, wait, &mut sink)
         };
         match (result, first.take()) {
             (Ok(()), Some(f)) => {

@@ -14,9 +14,7 @@ impl Query<'_> {
     /// Aggregates and selectors, per time bucket when there is `GROUP BY time(...)`.
     pub(super) fn aggregate(&self, exprs: &[&Expr]) -> Result<String, PlanError> {
         let bucketing = self.bucketing()?;
-        // Grouped by tags, aggregate each series first and join the tags to the partials: a
-        // row-level tag condition needs the tags of every row, and one phase.
-        let two_phase = self.grouping.tagged() && !self.filter.rows_use_tags;
+        let two_phase = self.per_series();
         // A gathering read always moves states: they merge exactly across pods.
         let mut states = functions::States::new(two_phase || !matches!(self.mode, Mode::Whole));
         let mut cols = Vec::new();
@@ -150,6 +148,13 @@ impl Query<'_> {
             "SELECT * FROM ({rows}) ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
             self.limit_by()
         ))
+    }
+
+    /// Whether an aggregate runs in two phases: grouped by tags, it aggregates each series
+    /// first and joins the tags to the partials; a row-level tag condition needs the tags of
+    /// every row, and one phase.
+    pub(super) fn per_series(&self) -> bool {
+        self.grouping.tagged() && !self.filter.rows_use_tags
     }
 
     /// A pod's share of an aggregate: the states per grouping tags (and bucket), which the

@@ -2,7 +2,7 @@
 //! an engine error reports.
 
 use crate::app::App;
-use crate::engine::{QueryError, Readers};
+use crate::engine::{QueryError, ReadSettings, Readers};
 
 use super::shape;
 
@@ -41,6 +41,25 @@ pub(super) fn fetch_as(
     sql: &str,
     streamed: bool,
 ) -> Result<shape::Rows, String> {
+    fetch_with(
+        app,
+        budget,
+        readers,
+        &ReadSettings::default(),
+        sql,
+        streamed,
+    )
+}
+
+/// [`fetch_on`] with `settings` beyond the pool's.
+pub(super) fn fetch_with(
+    app: &App,
+    budget: &Budget,
+    readers: Readers,
+    settings: &ReadSettings,
+    sql: &str,
+    streamed: bool,
+) -> Result<shape::Rows, String> {
     let q = &app.cfg.query;
     let (max, left) = (budget.max, budget.left.get());
     let mut out: Vec<u8> = Vec::new();
@@ -54,8 +73,17 @@ pub(super) fn fetch_as(
         true
     };
     let sql = format!("{sql} FORMAT JSONCompactEachRowWithNamesAndTypes");
-    app.engine
-        .stream_on(readers, &sql, streamed, q.queue_timeout, &mut sink)
+    let started = std::time::Instant::now();
+    let ran = app
+        .engine
+        .stream_with(
+            readers,
+            settings,
+            &sql,
+            streamed,
+            q.queue_timeout,
+            &mut sink,
+        )
         .map_err(|e| match e {
             QueryError::Busy(n) => format!(
                 "all {n} query connections are busy for longer than query.queue_timeout; retry"
@@ -64,7 +92,17 @@ pub(super) fn fetch_as(
                 Some(limit) => format!("query stopped: it exceeded {limit}: {msg}"),
                 None => msg,
             },
-        })?;
+        });
+    // The planned SQL and its time, for `SLUICE_LOG=sluice_server::query=debug`: what a slow
+    // InfluxQL statement became.
+    tracing::debug!(
+        ms = started.elapsed().as_secs_f64() * 1000.0,
+        bytes = out.len(),
+        ok = ran.is_ok(),
+        %sql,
+        "planned query"
+    );
+    ran?;
     if over {
         return Err(format!(
             "the answer is larger than query.max_result_bytes ({max} bytes, for all the statements of a request together): narrow the time range, add a LIMIT or a coarser GROUP BY time"
@@ -85,6 +123,12 @@ pub fn limit_hit(q: &sluice_core::config::QueryConfig, msg: &str) -> Option<Stri
         Some("the server's memory budget (limits.memory_bytes, or the pod's memory limit), which inserts, merges and queries share".into())
     } else if msg.contains("MEMORY_LIMIT_EXCEEDED") {
         Some(format!("query.max_memory_bytes ({})", q.max_memory_bytes))
+    } else if msg.contains("Limit for temporary files size exceeded") {
+        Some(format!(
+            "the disk a query may spill to ({} x query.max_memory_bytes, {})",
+            crate::engine::SPILL_FACTOR,
+            q.max_memory_bytes
+        ))
     } else if msg.contains("TOO_MANY_ROWS_OR_BYTES") {
         Some(format!("query.max_result_bytes ({})", q.max_result_bytes))
     } else if msg.contains("TOO_MANY_ROWS") {

@@ -126,7 +126,7 @@ pub fn select_sql(
     tag_keys: &[String],
     now: i64,
     handed: &Handed,
-) -> Result<Option<String>, String> {
+) -> Result<Option<plan::Plan>, String> {
     let table = table_sql(app, &table_name(db, rp, measurement), fields, handed)?;
     let src = plan::Source {
         db,
@@ -135,14 +135,19 @@ pub fn select_sql(
         fields,
         tag_keys,
     };
-    Ok(plan::plan(sel, &src, now, Mode::Partial)
-        .map_err(|e| e.to_string())?
-        .map(|p| p.sql))
+    plan::plan(sel, &src, now, Mode::Partial).map_err(|e| e.to_string())
+}
+
+/// What a pod runs for a peer: the SQL, and whether it aggregates per series in key order
+/// (see [`crate::engine::ReadSettings::aggregation_in_order`]).
+pub struct PartialSql {
+    pub sql: String,
+    pub aggregation_in_order: bool,
 }
 
 /// The SQL a pod runs for `p`, in `Native`; `None` for requests that are not SQL.
-pub fn sql(app: &App, p: &Partial) -> Result<Option<String>, String> {
-    Ok(Some(match p {
+pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
+    let sql = match p {
         Partial::Ping | Partial::Catalog | Partial::DescribeSql { .. } => return Ok(None),
         Partial::HandoffSeries => crate::handoff::sql::series_rows_sql(),
         Partial::HandoffRows {
@@ -187,7 +192,12 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<String>, String> {
                 *now,
                 &handed,
             )? {
-                Some(sql) => sql,
+                Some(plan) => {
+                    return Ok(Some(PartialSql {
+                        sql: plan.sql,
+                        aggregation_in_order: plan.aggregation_in_order,
+                    }))
+                }
                 // The gathering pod would not have asked; an empty answer of no columns
                 // would not match what it expects, so say so.
                 None => return Err(format!("nothing to read from {measurement}")),
@@ -212,6 +222,10 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<String>, String> {
             meta::partial_series_sql(&filter)
         }
         Partial::Sql { q, .. } => q.clone(),
+    };
+    Ok(Some(PartialSql {
+        sql,
+        aggregation_in_order: false,
     }))
 }
 

@@ -72,6 +72,10 @@ pub struct Plan {
     pub columns: Vec<String>,
     /// Whether the series carry tags (`GROUP BY` a tag, a regex or `*`).
     pub tagged: bool,
+    /// Whether it aggregates each series over the whole range (`GROUP BY` the series alone,
+    /// no time buckets), which runs faster in key order
+    /// ([`crate::engine::ReadSettings::aggregation_in_order`]).
+    pub aggregation_in_order: bool,
 }
 
 /// Plans `stmt` against `src`. `None` when the measurement has none of the fields the
@@ -121,10 +125,15 @@ pub fn plan(
     } else {
         q.raw(&exprs)?
     };
+    let aggregation_in_order = aggregate
+        && q.per_series()
+        && stmt.group_by_time().is_none()
+        && !matches!(mode, Mode::Final(_));
     Ok(Some(Plan {
         sql,
         columns,
         tagged: grouping.tagged(),
+        aggregation_in_order,
     }))
 }
 
@@ -539,6 +548,26 @@ mod tests {
         assert_eq!(p.columns, ["time", "n", "value"]);
         let p = plan_of("SELECT /^v/ FROM cpu").unwrap().unwrap();
         assert_eq!(p.columns, ["time", "value"]);
+    }
+
+    /// Only an aggregate of each series over the whole range asks for key order: with time
+    /// buckets in the key the engine's hash path is faster.
+    #[test]
+    fn per_series_aggregates_without_buckets_aggregate_in_key_order() {
+        let in_order = |q: &str| plan_of(q).unwrap().unwrap().aggregation_in_order;
+        assert!(in_order("SELECT last(value) FROM cpu GROUP BY host"));
+        assert!(in_order(
+            "SELECT max(value) FROM cpu WHERE time > now() - 1h GROUP BY *"
+        ));
+        assert!(!in_order(
+            "SELECT mean(value) FROM cpu WHERE time > now() - 1h GROUP BY time(1m), host"
+        ));
+        assert!(!in_order("SELECT last(value) FROM cpu"));
+        assert!(!in_order("SELECT value FROM cpu GROUP BY host"));
+        // A row-level tag condition joins the tags to every row: one phase, no series key.
+        assert!(!in_order(
+            "SELECT last(value) FROM cpu WHERE host = 'a' OR value > 1 GROUP BY host"
+        ));
     }
 
     #[test]

@@ -4,14 +4,14 @@
 use serde_json::Value;
 use sluice_influxql::{SelectStatement, Source as FromSource};
 
-use super::fetch::fetch_as;
+use super::fetch::{fetch_as, fetch_with};
 use super::gather::{self, Gather};
 use super::{
     database, meta, partial, plan, policy, shape, sources_of, time, with_series, Ctx, Fields,
     PlanError,
 };
 use crate::cluster::Partial;
-use crate::engine::Readers;
+use crate::engine::{ReadSettings, Readers};
 
 pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Value, String> {
     if sel.fields.is_empty() {
@@ -92,7 +92,18 @@ fn select_here(ctx: &Ctx, sel: &SelectStatement, one: &One) -> Result<Planned, S
     else {
         return Ok(None);
     };
-    let rows = ctx.fetch(&p.sql)?;
+    let settings = ReadSettings {
+        aggregation_in_order: p.aggregation_in_order,
+        ..ReadSettings::default()
+    };
+    let rows = fetch_with(
+        ctx.app,
+        &ctx.budget,
+        Readers::Local,
+        &settings,
+        &p.sql,
+        true,
+    )?;
     Ok(Some((p, rows)))
 }
 
@@ -123,7 +134,7 @@ fn select_gathered(
         ctx.app,
         &ctx.budget,
         Readers::Local,
-        &format!("DESCRIBE TABLE ({own})"),
+        &format!("DESCRIBE TABLE ({})", own.sql),
         false,
     )?;
     let structure = gather::structure_of(&columns);
