@@ -97,12 +97,15 @@ impl MemoryPlan {
         limit.saturating_sub(outside).max(limit / 4)
     }
 
-    /// Sum of what the budget bounds, pre-touched memory aside (it is reused, not added).
+    /// Sum of what the budget bounds, pre-touched memory aside (it is reused, not added):
+    /// queries count at most the engine's own limit, which holds them all together.
     pub fn bounded_bytes(&self, connections: u32) -> u64 {
+        let queries = (u64::from(connections.max(1)) * self.query_memory_bytes)
+            .min(self.engine_memory_bytes());
         4 * self.wal_memtable_bytes
             + self.flush_retained_bytes
             + self.request_memory_bytes
-            + u64::from(connections.max(1)) * self.query_memory_bytes
+            + queries
     }
 }
 

@@ -81,10 +81,26 @@ pub fn gathered_series(url: &str) -> String {
 /// The columns of a pod's series, as it sends them.
 pub const SERIES_STRUCTURE: &str = "db String, measurement String, tags Map(String, String)";
 
-/// A pod's series that `filter` selects, for a gathering pod.
-pub fn partial_series_sql(filter: &str) -> String {
+/// How far a pod may cut its series for a statement that lists less than series: the
+/// gathering pod's `DISTINCT` and `filter` give the same answer over one row per group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnePer {
+    /// `SHOW MEASUREMENTS` (Grafana's health check), `SHOW MEASUREMENT CARDINALITY`.
+    Measurement,
+    /// `SHOW TAG KEYS`, and a `SELECT`'s look-up of a measurement's tag keys.
+    KeySet,
+}
+
+/// A pod's series that `filter` selects, for a gathering pod; with `one_per`, one series per
+/// group (ten thousand hosts' series are a few rows for `SHOW TAG KEYS`, not 400 KB).
+pub fn partial_series_sql(filter: &str, one_per: Option<OnePer>) -> String {
+    let by = match one_per {
+        None => "",
+        Some(OnePer::Measurement) => " LIMIT 1 BY db, measurement",
+        Some(OnePer::KeySet) => " LIMIT 1 BY db, measurement, arraySort(mapKeys(tags))",
+    };
     format!(
-        "SELECT db, measurement, tags FROM {} WHERE {filter}",
+        "SELECT db, measurement, tags FROM {} WHERE {filter}{by}",
         local_series()
     )
 }
@@ -238,6 +254,23 @@ mod tests {
         let bad = sluice_influxql::parse_expr("host = 'a' AND value > 1").unwrap();
         // With no fields known every name is a tag: a comparison with a number matches nothing.
         assert!(series_filter("db", &[], Some(&bad), 0).is_ok());
+    }
+
+    /// A pod sends one series per group only where the gathering pod asks no more of them.
+    #[test]
+    fn pods_cut_their_series_only_to_what_the_statement_lists() {
+        let all = partial_series_sql("db = 'db'", None);
+        assert!(!all.contains("LIMIT"), "{all}");
+        let m = partial_series_sql("db = 'db'", Some(OnePer::Measurement));
+        assert!(
+            m.ends_with("WHERE db = 'db' LIMIT 1 BY db, measurement"),
+            "{m}"
+        );
+        let k = partial_series_sql("db = 'db'", Some(OnePer::KeySet));
+        assert!(
+            k.ends_with("LIMIT 1 BY db, measurement, arraySort(mapKeys(tags))"),
+            "{k}"
+        );
     }
 
     #[test]

@@ -210,16 +210,20 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
             statement,
             now,
         } => {
-            let filter = match (measurement, q) {
-                (Some(m), _) => format!(
-                    "db = {} AND measurement = {}",
-                    sluice_core::names::quote_str(db),
-                    sluice_core::names::quote_str(m)
+            let (filter, one_per) = match (measurement, q) {
+                // Asked only for the measurement's tag keys (`*`, `GROUP BY *`).
+                (Some(m), _) => (
+                    format!(
+                        "db = {} AND measurement = {}",
+                        sluice_core::names::quote_str(db),
+                        sluice_core::names::quote_str(m)
+                    ),
+                    Some(meta::OnePer::KeySet),
                 ),
                 (None, Some(q)) => show_filter(q, *statement, db, *now)?,
-                (None, None) => format!("db = {}", sluice_core::names::quote_str(db)),
+                (None, None) => (format!("db = {}", sluice_core::names::quote_str(db)), None),
             };
-            meta::partial_series_sql(&filter)
+            meta::partial_series_sql(&filter, one_per)
         }
         Partial::Sql { q, .. } => q.clone(),
     };
@@ -229,22 +233,41 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
     }))
 }
 
-/// The series filter of `SHOW` statement `i` of `q` in `db`.
-fn show_filter(q: &str, i: usize, db: &str, now: i64) -> Result<String, String> {
+/// The series filter of `SHOW` statement `i` of `q` in `db`, and how far the statement lets
+/// a pod cut its series.
+fn show_filter(
+    q: &str,
+    i: usize,
+    db: &str,
+    now: i64,
+) -> Result<(String, Option<meta::OnePer>), String> {
+    use meta::OnePer;
     let statements = sluice_influxql::parse(q).map_err(|e| e.to_string())?;
-    let (sources, condition) = match statements.get(i) {
+    let (sources, condition, one_per) = match statements.get(i) {
         Some(Statement::ShowMeasurements(m)) => (
             m.with_measurement.iter().cloned().collect::<Vec<_>>(),
             m.condition.as_ref(),
+            Some(OnePer::Measurement),
         ),
-        Some(Statement::ShowTagKeys(t)) => (t.sources.clone(), t.condition.as_ref()),
-        Some(Statement::ShowTagValues(t)) => (t.sources.clone(), t.condition.as_ref()),
-        Some(Statement::ShowSeries(s)) => (s.sources.clone(), s.condition.as_ref()),
-        Some(Statement::ShowMeasurementCardinality(c)) => (c.sources.clone(), c.condition.as_ref()),
-        Some(Statement::ShowSeriesCardinality(c)) => (c.sources.clone(), c.condition.as_ref()),
+        Some(Statement::ShowTagKeys(t)) => (
+            t.sources.clone(),
+            t.condition.as_ref(),
+            Some(OnePer::KeySet),
+        ),
+        Some(Statement::ShowTagValues(t)) => (t.sources.clone(), t.condition.as_ref(), None),
+        Some(Statement::ShowSeries(s)) => (s.sources.clone(), s.condition.as_ref(), None),
+        Some(Statement::ShowMeasurementCardinality(c)) => (
+            c.sources.clone(),
+            c.condition.as_ref(),
+            Some(OnePer::Measurement),
+        ),
+        Some(Statement::ShowSeriesCardinality(c)) => {
+            (c.sources.clone(), c.condition.as_ref(), None)
+        }
         _ => return Err(format!("statement {i} of the request does not list series")),
     };
-    meta::series_filter(db, &sources, condition, now).map_err(|e| e.to_string())
+    let filter = meta::series_filter(db, &sources, condition, now).map_err(|e| e.to_string())?;
+    Ok((filter, one_per))
 }
 
 /// Field types by InfluxDB name, as a partial request carries them.
