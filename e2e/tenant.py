@@ -351,11 +351,16 @@ class Writer(threading.Thread):
 # --- scenarios ----------------------------------------------------------------------------------
 
 
-def kill_pod(pod):
-    """SIGKILL the server process through the node's containerd; else a forced delete."""
+def kill_pod(pod, running_only=False):
+    """SIGKILL the server process through the node's containerd; else a forced delete. With
+    `running_only`, None when the process had already exited (a pod done with its hand-off)."""
     _, _, cid = pod_state(pod)
     if CTR and cid:
-        sh(CTR + ["task", "kill", "--signal", "SIGKILL", cid.split("://", 1)[-1]])
+        r = sh(CTR + ["task", "kill", "--signal", "SIGKILL", cid.split("://", 1)[-1]], check=not running_only)
+        if r.returncode != 0:
+            if "no running task" in r.stderr:
+                return None
+            raise Fail(f"SIGKILL of {pod['metadata']['name']} failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
         return "SIGKILL"
     k("-n", NS, "delete", "pod", pod["metadata"]["name"], "--grace-period=0", "--force", "--wait=false")
     return "forced delete"
