@@ -199,14 +199,6 @@ pub struct ReadSettings {
 }
 
 impl ReadSettings {
-    /// Only row filters.
-    pub fn filtered(table_filters: Option<String>) -> Self {
-        Self {
-            table_filters,
-            ..Self::default()
-        }
-    }
-
     fn args(&self) -> Vec<String> {
         let mut args = Vec::new();
         if let Some(f) = &self.table_filters {
