@@ -107,6 +107,10 @@ def main():
     for r in results:
         print(f"{r['scenario']:40} {r['seconds']:8.1f}  {r['outcome']}")
     print(f"{'total':40} {total:8.1f}")
+    # Last, where a CI log's tail shows it: why the scenario failed.
+    for r in results:
+        if r["outcome"] != "ok":
+            print(f"\n{r['scenario']} failed: {r['detail']}")
     if os.environ.get("SLUICE_E2E_RESULTS"):
         json.dump({"results": results, "seconds": round(total, 1)}, open(os.environ["SLUICE_E2E_RESULTS"], "w"), indent=2)
     if not a.keep:

@@ -4,10 +4,13 @@
 
 /// Every server metric is `sluice_<name>`.
 pub const PREFIX: &str = "sluice";
-/// Points received in write requests, valid or not (counter).
+/// Points received in write requests, valid or not (counter), counted when the write is answered
+/// (acknowledged, rejected or failed) so that it never runs ahead of the acknowledged ones.
 pub const POINTS_OFFERED: &str = "points_offered_total";
 /// Points durably committed and acknowledged (counter).
 pub const POINTS_ACKNOWLEDGED: &str = "points_acknowledged_total";
+/// Points refused for what they are, by `reason` (`invalid`, `series_limit`) (counter).
+pub const POINTS_REJECTED: &str = "points_rejected_total";
 /// Request latency by `endpoint` (histogram, seconds).
 pub const REQUEST_DURATION: &str = "http_request_duration_seconds";
 /// Requests by `endpoint` and `code` (counter).

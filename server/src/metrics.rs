@@ -3,7 +3,7 @@
 
 use sluice_core::metric_names as names;
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 use prometheus::{
     exponential_buckets, Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter,
@@ -18,6 +18,9 @@ fn latency_buckets() -> Vec<f64> {
 
 pub struct Metrics {
     pub registry: Registry,
+    /// Shared while a write's outcome is counted, exclusive while `/metrics` gathers: a scrape
+    /// sees all of one write's counts (acknowledged, rejected, offered) or none of them.
+    write_counts: RwLock<()>,
     pub request_duration: HistogramVec,
     pub requests: IntCounterVec,
     pub stage_duration: HistogramVec,
@@ -93,14 +96,14 @@ impl Metrics {
             )),
             points_offered: reg!(IntCounter::new(
                 names::POINTS_OFFERED,
-                "Points received in write requests, valid or not"
+                "Points received in write requests, valid or not, counted when the write is answered"
             )),
             points_acknowledged: reg!(IntCounter::new(
                 names::POINTS_ACKNOWLEDGED,
                 "Points durably committed to the WAL and acknowledged"
             )),
             points_rejected: reg!(IntCounterVec::new(
-                Opts::new("points_rejected_total", "Points refused, by reason"),
+                Opts::new(names::POINTS_REJECTED, "Points refused, by reason"),
                 &["reason"]
             )),
             points_flushed: reg!(IntCounter::new(
@@ -199,6 +202,7 @@ impl Metrics {
             )),
             table_labels: Mutex::new(HashSet::new()),
             registry,
+            write_counts: RwLock::new(()),
         }
     }
 
@@ -233,9 +237,26 @@ impl Metrics {
             .observe(seconds);
     }
 
+    /// What became of a write's points (`acked` acknowledged, `invalid` and `over_limit`
+    /// rejected) and that its `offered` points were offered, as one step for `/metrics`.
+    pub fn count_write(&self, acked: u64, invalid: u64, over_limit: u64, offered: u64) {
+        let _one_step = self.write_counts.read().unwrap_or_else(|p| p.into_inner());
+        self.points_acknowledged.inc_by(acked);
+        for (reason, n) in [("invalid", invalid), ("series_limit", over_limit)] {
+            if n > 0 {
+                self.points_rejected.with_label_values(&[reason]).inc_by(n);
+            }
+        }
+        self.points_offered.inc_by(offered);
+    }
+
     pub fn render(&self) -> Vec<u8> {
+        let families = {
+            let _between_writes = self.write_counts.write().unwrap_or_else(|p| p.into_inner());
+            self.registry.gather()
+        };
         let mut buf = Vec::new();
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        let _ = TextEncoder::new().encode(&families, &mut buf);
         buf
     }
 }

@@ -522,6 +522,69 @@ fn ops_endpoints() {
     }
 }
 
+/// A counter's value in a Prometheus text exposition, summed over its label sets.
+fn counter(metrics: &str, name: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with([' ', '{']))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The autoscaler reads a window's answered points against its offered ones: a write offered
+/// and not yet answered at a scrape would read as points the pod failed to take.
+#[test]
+fn offered_points_never_run_ahead_of_the_answered_ones() {
+    let s = Server::start(&[]);
+    let batch: String = (0..2_000)
+        .map(|i| format!("m,h=h{} v={i} {i}\n", i % 50))
+        .collect();
+    let bad = format!("{batch}m v=oops\n");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (mut scrapes, mut ahead) = (0, Vec::new());
+    std::thread::scope(|sc| {
+        for w in 0..4 {
+            let (s, done, body) = (&s, &done, if w == 0 { &bad } else { &batch });
+            sc.spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let st = s.write("db=inflight", body).status;
+                    assert!(st == 204 || st == 400, "{st}");
+                }
+            });
+        }
+        for _ in 0..300 {
+            let m = s.request("GET", "/metrics", &[], b"").body;
+            let offered = counter(&m, "sluice_points_offered_total");
+            let answered = counter(&m, "sluice_points_acknowledged_total")
+                + counter(&m, "sluice_points_rejected_total");
+            scrapes += 1;
+            if offered > answered {
+                ahead.push((offered, answered));
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    assert!(
+        ahead.is_empty(),
+        "{} of {scrapes} scrapes saw more offered than answered: {:?}",
+        ahead.len(),
+        &ahead[..ahead.len().min(5)]
+    );
+    let m = s.request("GET", "/metrics", &[], b"").body;
+    let acked = counter(&m, "sluice_points_acknowledged_total");
+    assert!(
+        acked > 0 && counter(&m, "sluice_points_rejected_total") > 0,
+        "{m}"
+    );
+    assert_eq!(
+        counter(&m, "sluice_points_offered_total"),
+        acked + counter(&m, "sluice_points_rejected_total")
+    );
+}
+
 #[test]
 fn series_cardinality_limit_answers_422() {
     let s = Server::start(&[("SLUICE_LIMITS_MAX_SERIES", "3")]);

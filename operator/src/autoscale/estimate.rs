@@ -36,7 +36,8 @@ pub struct Window {
     pub end_s: f64,
     /// Points offered per second (acknowledged and refused).
     pub offered_pps: f64,
-    /// Points acknowledged per second.
+    /// Points answered per second: acknowledged, or rejected for what they are (a client's
+    /// bad lines say nothing of the pod's capacity).
     pub acked_pps: f64,
     /// p95 write latency from the histogram's bucket deltas, ms; `None` without requests.
     pub p95_ms: Option<f64>,

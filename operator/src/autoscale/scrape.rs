@@ -12,6 +12,9 @@ use super::estimate::{Exclusion, Window};
 pub struct PodSample {
     pub offered: f64,
     pub acked: f64,
+    /// Points rejected for what they are (invalid lines, over the series limit), all reasons:
+    /// answered, and no sign of the pod's capacity.
+    pub rejected: f64,
     /// Write latency histogram, summed over the write endpoints: `(le seconds, cumulative
     /// count)` in bound order, `+Inf` last.
     pub write_buckets: Vec<(f64, f64)>,
@@ -129,6 +132,7 @@ pub fn parse(text: &str) -> Result<PodSample, ScrapeError> {
     let bucket = format!("{}_bucket", names::full(names::REQUEST_DURATION));
     let requests = names::full(names::REQUESTS);
     let backlog = names::full(names::WAL_BACKLOG_BYTES);
+    let rejected = names::full(names::POINTS_REJECTED);
     let payload_count = format!("{}_count", names::full(names::WRITE_REQUEST_POINTS));
     let payload_sum = format!("{}_sum", names::full(names::WRITE_REQUEST_POINTS));
     let field_values = names::full(names::WRITE_FIELD_VALUES);
@@ -155,6 +159,8 @@ pub fn parse(text: &str) -> Result<PodSample, ScrapeError> {
         } else if name == backlog {
             s.backlog_bytes = v()?;
             seen[2] = true;
+        } else if name == rejected {
+            s.rejected += v()?;
         } else if name == bucket && is_write() {
             let le = label(&labels, "le")
                 .and_then(number)
@@ -197,6 +203,7 @@ pub fn window(
     let dt = (next_s - prev_s).max(1e-3);
     let restarted = next.offered < prev.offered
         || next.acked < prev.acked
+        || next.rejected < prev.rejected
         || next.refused < prev.refused
         || next
             .write_buckets
@@ -206,7 +213,7 @@ pub fn window(
     Window {
         end_s: next_s,
         offered_pps: (next.offered - prev.offered).max(0.0) / dt,
-        acked_pps: (next.acked - prev.acked).max(0.0) / dt,
+        acked_pps: (next.acked + next.rejected - prev.acked - prev.rejected).max(0.0) / dt,
         p95_ms: p95_ms(prev, next),
         refused: (next.refused - prev.refused).max(0.0) as u64,
         backlog_slope: (next.backlog_bytes - prev.backlog_bytes) / dt,
@@ -302,6 +309,25 @@ mod tests {
         // A server without these metrics: an empty shape, not an error.
         let a = parse(FIRST).unwrap();
         assert!(a.payload.kinds.is_empty(), "{:?}", a.payload);
+    }
+
+    #[test]
+    fn rejected_points_are_answered_not_unacknowledged() {
+        // A client whose lines are bad or over the series limit: the pod answered them all.
+        let sample = |offered, acked, invalid, limited| {
+            parse(&format!(
+                "sluice_points_offered_total {offered}\nsluice_points_acknowledged_total {acked}\n\
+                 sluice_wal_backlog_bytes 0\n\
+                 sluice_points_rejected_total{{reason=\"invalid\"}} {invalid}\n\
+                 sluice_points_rejected_total{{reason=\"series_limit\"}} {limited}\n"
+            ))
+            .unwrap()
+        };
+        let (a, b) = (sample(1000, 900, 60, 40), sample(11_000, 9_900, 660, 440));
+        assert_eq!(b.rejected, 1_100.0);
+        let w = window(&a, 0.0, &b, 10.0, None);
+        assert_eq!((w.offered_pps, w.acked_pps), (1_000.0, 1_000.0));
+        assert_eq!(w.excluded, None);
     }
 
     #[test]

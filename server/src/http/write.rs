@@ -115,8 +115,34 @@ pub(super) async fn write_v2(
 
 async fn write(app: &Arc<App>, p: WriteParams, headers: &HeaderMap, body: Body) -> Response {
     match write_stages(app, p, headers, body).await {
-        Ok(outcome) => answer(app, outcome),
+        Ok((outcome, offered)) => answer(app, outcome, offered),
         Err(resp) => resp,
+    }
+}
+
+/// The points of a parsed write, counted as offered only once its outcome is known: together
+/// with the acknowledged and rejected ones ([`crate::metrics::Metrics::count_write`]), so that no scrape sees a
+/// write offered and not yet answered. Counted at parse time, one write committing at the scrape was read, at one request
+/// a second, as a tenth of the points unacknowledged, and the autoscaler took the pod's knee
+/// down to that light load. Dropped unanswered (the commit failed, the client went away), the
+/// points count as offered alone: offered and not acknowledged.
+struct Offered<'a> {
+    app: &'a App,
+    points: u64,
+}
+
+impl Offered<'_> {
+    /// The points, no longer counted on drop: the caller counts them with their outcome.
+    fn answered(mut self) -> u64 {
+        std::mem::take(&mut self.points)
+    }
+}
+
+impl Drop for Offered<'_> {
+    fn drop(&mut self) {
+        if self.points > 0 {
+            self.app.metrics.points_offered.inc_by(self.points);
+        }
     }
 }
 
@@ -136,12 +162,12 @@ impl Drop for InFlight<'_> {
     }
 }
 
-async fn write_stages(
-    app: &Arc<App>,
+async fn write_stages<'a>(
+    app: &'a Arc<App>,
     p: WriteParams,
     headers: &HeaderMap,
     body: Body,
-) -> Result<Outcome, Response> {
+) -> Result<(Outcome, Offered<'a>), Response> {
     // Counted before the check, so that a decommission that starts after it waits for this
     // write to commit (or to be refused) before it reports the WAL empty.
     let _in_flight = InFlight::enter(app);
@@ -184,8 +210,10 @@ async fn write_stages(
         refusal(e, limits.max_body_bytes.0, limits.body_read_timeout)
     })?;
     let (prepared, memory) = prepare(app, target, precision, headers, raw, memory).await?;
-    let offered = (prepared.points + prepared.rejections.len() + prepared.over_limit) as u64;
-    app.metrics.points_offered.inc_by(offered);
+    let offered = Offered {
+        app,
+        points: (prepared.points + prepared.rejections.len() + prepared.over_limit) as u64,
+    };
     if prepared.points > 0 {
         app.metrics.observe_payload(
             body_format(headers) == BodyFormat::Msgpack,
@@ -203,7 +231,7 @@ async fn write_stages(
     // `wal_queue_depth` of them) hold their entries, uncounted they could hold more than the
     // whole request budget under overload.
     drop(memory);
-    outcome
+    outcome.map(|o| (o, offered))
 }
 
 /// Writes wait while the flush is too far behind (the tables whose flush keeps failing do not
@@ -346,21 +374,14 @@ fn entries_bytes(p: &Prepared) -> u64 {
 }
 
 /// InfluxDB's answer for a write: 204, or the dropped lines.
-fn answer(app: &App, outcome: Outcome) -> Response {
-    app.metrics
-        .points_acknowledged
-        .inc_by(outcome.points as u64);
-    if outcome.dropped > outcome.over_limit {
-        app.metrics
-            .points_rejected
-            .with_label_values(&["invalid"])
-            .inc_by((outcome.dropped - outcome.over_limit) as u64);
-    }
+fn answer(app: &App, outcome: Outcome, offered: Offered<'_>) -> Response {
+    app.metrics.count_write(
+        outcome.points as u64,
+        outcome.dropped.saturating_sub(outcome.over_limit) as u64,
+        outcome.over_limit as u64,
+        offered.answered(),
+    );
     if outcome.over_limit > 0 {
-        app.metrics
-            .points_rejected
-            .with_label_values(&["series_limit"])
-            .inc_by(outcome.over_limit as u64);
         // InfluxDB's words for its own limit; the per-request one is named by its setting.
         let message = if outcome.over_limit > outcome.request_series_limited {
             format!(
