@@ -121,11 +121,12 @@ async fn write(app: &Arc<App>, p: WriteParams, headers: &HeaderMap, body: Body) 
 }
 
 /// The points of a parsed write, counted as offered only once its outcome is known: together
-/// with the acknowledged and rejected ones ([`crate::metrics::Metrics::count_write`]), so that no scrape sees a
-/// write offered and not yet answered. Counted at parse time, one write committing at the scrape was read, at one request
-/// a second, as a tenth of the points unacknowledged, and the autoscaler took the pod's knee
-/// down to that light load. Dropped unanswered (the commit failed, the client went away), the
-/// points count as offered alone: offered and not acknowledged.
+/// with the acknowledged and rejected ones ([`crate::metrics::Metrics::count_write`]), so that
+/// no scrape sees a write offered and not yet answered. Counted at parse time, one write
+/// committing at the scrape was read, at one request a second, as a tenth of the points
+/// unacknowledged, and the autoscaler took the pod's knee down to that light load. Dropped
+/// unanswered (the commit failed, the client went away), the points count as offered alone:
+/// offered and not acknowledged.
 struct Offered<'a> {
     app: &'a App,
     points: u64,
@@ -141,7 +142,7 @@ impl Offered<'_> {
 impl Drop for Offered<'_> {
     fn drop(&mut self) {
         if self.points > 0 {
-            self.app.metrics.points_offered.inc_by(self.points);
+            self.app.metrics.count_write(0, 0, 0, self.points);
         }
     }
 }
