@@ -760,6 +760,11 @@ fn influxql_answers_share_one_result_bound_per_request() {
         .collect();
     assert_eq!(s.write("db=b&precision=s", &body.join("\n")).status, 204);
     s.wait_sql("SELECT count() FROM b_autogen_m", "400");
+    // InfluxQL reads the series through the series table, which flushes on its own.
+    s.wait_sql(
+        "SELECT count() FROM sluice_series FINAL WHERE db = 'b' AND measurement = 'm'",
+        "4",
+    );
     let one = "SELECT v FROM m LIMIT 40";
     let ask = |q: &str| {
         let path = format!(
@@ -775,7 +780,8 @@ fn influxql_answers_share_one_result_bound_per_request() {
         v["results"][0]["series"][0]["values"]
             .as_array()
             .map(Vec::len),
-        Some(40)
+        Some(40),
+        "{v}"
     );
     let v = ask(&[one; 12].join("; "));
     let results = v["results"].as_array().unwrap();
