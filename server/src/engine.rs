@@ -194,10 +194,7 @@ pub struct ReadSettings {
     /// (`series_id`) aggregates each series as its rows stream by in key order instead of
     /// through a hash table. For the last point of every series it is 12 times faster (the
     /// hash path copies `argMax`'s tuple key for every row, as time only grows); with time
-    /// buckets in the key it is 4 times slower, so only the plans that gain ask for it. It runs
-    /// on one thread: a read in key order holds a stream of every part per thread, and on two
-    /// threads the last point of each of 10,000 series over 50 M points needed 132 MiB, past
-    /// the 1 GiB budget's 128 MiB per query.
+    /// buckets in the key it is 4 times slower, so only the plans that gain ask for it.
     pub aggregation_in_order: bool,
 }
 
@@ -209,8 +206,6 @@ impl ReadSettings {
         }
         if self.aggregation_in_order {
             args.push("--optimize_aggregation_in_order=1".into());
-            // After the pool's own `max_threads`: the last of a setting given twice wins.
-            args.push("--max_threads=1".into());
         }
         args
     }
@@ -560,21 +555,7 @@ pub fn reader_settings(q: &QueryConfig) -> Vec<String> {
         "--result_overflow_mode=throw".into(),
         format!("--os_threads_nice_value_query={READER_NICE}"),
         "--max_threads=2".into(),
-        format!(
-            "--max_threads_min_free_memory_per_thread={}",
-            threads_free_memory(q)
-        ),
     ]
-}
-
-/// Free engine memory a query needs for each thread it runs on: half of its own memory, so two
-/// threads need one query's memory free. chDB's default (1 GiB per thread) put every query on
-/// one of two threads whenever the engine's limit was under 2 GiB, as on the 1 GiB default
-/// budget (a limit of 435 MiB): aggregations over every series took twice as long (bench/README
-/// "Queries"). Under real pressure (less than a query's memory free) a query still drops to
-/// one thread.
-pub fn threads_free_memory(q: &QueryConfig) -> u64 {
-    q.max_memory_bytes.0 / 2
 }
 
 /// A query may spill this many times its memory (`query.max_memory_bytes`) to disk.
