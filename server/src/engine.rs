@@ -194,10 +194,7 @@ pub struct ReadSettings {
     /// (`series_id`) aggregates each series as its rows stream by in key order instead of
     /// through a hash table. For the last point of every series it is 12 times faster (the
     /// hash path copies `argMax`'s tuple key for every row, as time only grows); with time
-    /// buckets in the key it is 4 times slower, so only the plans that gain ask for it. It runs
-    /// on one thread: a read in key order holds a stream of every part per thread, and on two
-    /// threads the last point of each of 10,000 series over 50 M points needed 132 MiB, past
-    /// the 1 GiB budget's 128 MiB per query.
+    /// buckets in the key it is 4 times slower, so only the plans that gain ask for it.
     pub aggregation_in_order: bool,
 }
 
@@ -209,8 +206,6 @@ impl ReadSettings {
         }
         if self.aggregation_in_order {
             args.push("--optimize_aggregation_in_order=1".into());
-            // After the pool's own `max_threads`: the last of a setting given twice wins.
-            args.push("--max_threads=1".into());
         }
         args
     }
@@ -538,13 +533,18 @@ pub fn reader_settings(q: &QueryConfig) -> Vec<String> {
         format!("--max_execution_time={}", q.timeout.as_secs_f64()),
         "--timeout_overflow_mode=throw".into(),
         format!("--max_memory_usage={}", q.max_memory_bytes.0),
-        // Past a quarter of its memory a `GROUP BY` or `ORDER BY` goes on in files under the
-        // data path instead of failing: on the 1 GiB default budget (128 MiB per query), the
-        // means per 10 minutes and region over 10,000 series and 12 hours failed. A quarter,
-        // not a half: each of the two threads holds its own table until the spill, and at a
-        // half a count per key over a million keys needed 132 MiB on two threads.
-        format!("--max_bytes_before_external_group_by={}", spill_bytes(q)),
-        format!("--max_bytes_before_external_sort={}", spill_bytes(q)),
+        // Past half its memory a `GROUP BY` or `ORDER BY` goes on in files under the data
+        // path instead of failing: on the 1 GiB default budget (128 MiB per query), the means
+        // per 10 minutes and region over 10,000 series and 12 hours failed; with this they
+        // take 2.8 s instead of 1.2-1.6 s with memory to spare (InfluxDB 1.8: 4.4 s).
+        format!(
+            "--max_bytes_before_external_group_by={}",
+            q.max_memory_bytes.0 / 2
+        ),
+        format!(
+            "--max_bytes_before_external_sort={}",
+            q.max_memory_bytes.0 / 2
+        ),
         format!(
             "--max_temporary_data_on_disk_size_for_query={}",
             q.max_memory_bytes.0.saturating_mul(SPILL_FACTOR)
@@ -554,31 +554,8 @@ pub fn reader_settings(q: &QueryConfig) -> Vec<String> {
         format!("--max_result_bytes={}", q.max_result_bytes.0),
         "--result_overflow_mode=throw".into(),
         format!("--os_threads_nice_value_query={READER_NICE}"),
-        format!("--max_threads={READER_THREADS}"),
-        format!(
-            "--max_threads_min_free_memory_per_thread={}",
-            threads_free_memory(q)
-        ),
+        "--max_threads=2".into(),
     ]
-}
-
-/// What a query's `GROUP BY` or `ORDER BY` holds in memory before it spills to disk: half of
-/// each thread's share of the query's memory ([`READER_THREADS`]).
-pub fn spill_bytes(q: &QueryConfig) -> u64 {
-    q.max_memory_bytes.0 / (2 * READER_THREADS)
-}
-
-/// Threads a query runs on at most (`max_threads`): the cores of the smallest pod we plan for.
-pub const READER_THREADS: u64 = 2;
-
-/// Free engine memory a query needs for each thread it runs on: half of its own memory, so two
-/// threads need one query's memory free. chDB's default (1 GiB per thread) put every query on
-/// one of two threads whenever the engine's limit was under 2 GiB, as on the 1 GiB default
-/// budget (a limit of 435 MiB): aggregations over every series took twice as long (bench/README
-/// "Queries"). Under real pressure (less than a query's memory free) a query still drops to
-/// one thread.
-pub fn threads_free_memory(q: &QueryConfig) -> u64 {
-    q.max_memory_bytes.0 / 2
 }
 
 /// A query may spill this many times its memory (`query.max_memory_bytes`) to disk.
