@@ -114,11 +114,13 @@ def in_doubt(step):
 
 class Sampler(threading.Thread):
     """Every 4 s: spec.replicas, Ready pods, the knee, rate and p95 the operator reports (two
-    kubectl calls: more often would take the node's CPU from the pods measured)."""
+    kubectl calls: more often would take the node's CPU from the pods measured), and each pod's
+    start-up (creation to Ready, by UID) once it is Ready: the pods added and removed during
+    the mission are gone when it is judged."""
 
     def __init__(self, name, t0):
         super().__init__(daemon=True)
-        self.name_, self.t0, self.samples = name, t0, []
+        self.name_, self.t0, self.samples, self.start_ups = name, t0, [], {}
         self.stop_ = threading.Event()
 
     def run(self):
@@ -126,10 +128,15 @@ class Sampler(threading.Thread):
             try:
                 t = kget("ingesttenant", self.name_) or {}
                 st = t.get("status") or {}
+                pods = tenant_pods(self.name_)
+                for p in pods:
+                    s = pod_start_up_s(p)
+                    if s is not None:  # the first Ready seen: a later one would be a readiness blip
+                        self.start_ups.setdefault(p["metadata"]["name"] + "/" + p["metadata"]["uid"], s)
                 self.samples.append({
                     "t": round(time.monotonic() - self.t0, 1),
                     "replicas": t.get("spec", {}).get("replicas"),
-                    "ready": len(ready_pods(self.name_)),
+                    "ready": len([p for p in pods if pod_ready(p)]),
                     "knee": (st.get("knee") or {}).get("pointsPerSecond"),
                     "knee_source": (st.get("knee") or {}).get("source"),
                     "rate": st.get("rate"), "p95": st.get("p95"),
@@ -155,16 +162,19 @@ def longest_breach(segments):
     return longest
 
 
+def pod_start_up_s(p):
+    """How long pod `p` took from creation (which its volume's provisioning follows) to Ready,
+    seconds; None while it is not Ready."""
+    ready = next((c for c in p["status"].get("conditions", []) if c["type"] == "Ready"
+                  and c["status"] == "True"), None)
+    if not ready:
+        return None
+    return iso_seconds(ready["lastTransitionTime"]) - iso_seconds(p["metadata"]["creationTimestamp"])
+
+
 def start_up_s(name):
-    """The longest a pod of `name` took from creation to Ready, seconds."""
-    worst = 0.0
-    for p in tenant_pods(name):
-        ready = next((c for c in p["status"].get("conditions", []) if c["type"] == "Ready"
-                      and c["status"] == "True"), None)
-        if ready:
-            worst = max(worst, iso_seconds(ready["lastTransitionTime"])
-                        - iso_seconds(p["metadata"]["creationTimestamp"]))
-    return worst
+    """The longest a pod of `name` there now took from creation to Ready, seconds."""
+    return max((s for s in map(pod_start_up_s, tenant_pods(name)) if s is not None), default=0.0)
 
 
 def iso_seconds(s):
@@ -288,7 +298,7 @@ class Mission:
         d = out_dir()
         record = {"p95_target_ms": P95_TARGET_MS, "knee": self.knee, "segments": self.segments,
                   "samples": self.sampler.samples, "changes": self.changes(), "steady": self.steady,
-                  "back_to_one": self.back_to_one, **extra}
+                  "back_to_one": self.back_to_one, "start_ups_s": self.sampler.start_ups, **extra}
         with open(os.path.join(d, "knee-autoscaling.json"), "w") as f:
             json.dump(record, f, indent=1)
         marks = [(0, "rise")]
@@ -333,11 +343,17 @@ def judge(m):
     in_steady = [ch for ch in changes if m.steady[0] <= ch[0] <= m.steady[1]]
     if len(in_steady) > 1:
         raise Fail(f"{len(in_steady)} scaling events under steady load: {in_steady}")
-    startup = start_up_s(MISSION) or 30.0
+    # The slowest start-up of any pod of the mission: a scale-up helps only once its pod is
+    # Ready, and a new pod's volume is provisioned after the pod is created (10-25 s here).
+    startup = max(m.sampler.start_ups.values(), default=0.0) or start_up_s(MISSION) or 30.0
     breach, allowed = longest_breach(m.segments), 10 + startup + SEGMENT_S
     if breach > allowed:
+        over = [(round(s["t0"]), round(s["offered_pps"]), round(s["p95_ms"])) for s in m.segments
+                if s["p95_ms"] is not None and s["p95_ms"] > P95_TARGET_MS]
         raise Fail(f"p95 stayed over {P95_TARGET_MS} ms for {breach:.0f} s (allowed: a 10 s sampling "
-                   f"window + a {startup:.0f} s start-up + one {SEGMENT_S} s step)")
+                   f"window + a {startup:.0f} s start-up + one {SEGMENT_S} s step); steps over it "
+                   f"(start s, offered points/s, p95 ms): {over}; replicas {changes}; start-ups "
+                   f"{ {k.split('/')[0]: round(v) for k, v in m.sampler.start_ups.items()} }")
     if decommissioned_events("Decommissioned", MISSION) < top - 1:
         raise Fail(f"scale-in from {top} without {top - 1} Decommissioned Events")
     return {"ups": ups, "in_steady": in_steady, "start_up_s": startup, "longest_breach_s": breach,

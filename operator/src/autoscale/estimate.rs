@@ -18,6 +18,9 @@ use sluice_core::knee::{Criteria, Failure, StepFigures};
 pub enum Exclusion {
     /// Started recently: caches, pre-touched memory and the WAL replay are still settling.
     Warming,
+    /// The tenant is settling after a scale-down: the pod that received the leaving pod's
+    /// data merges it and answers slowly for a while.
+    Settling,
     /// Leaving the tenant: it refuses writes on purpose.
     Draining,
     /// A counter went backwards: the process restarted inside the window.
@@ -325,6 +328,7 @@ mod tests {
         let mut e = Estimate::calibrated(1_000_000.0, Some(30.0), 0.0);
         for x in [
             Exclusion::Warming,
+            Exclusion::Settling,
             Exclusion::Draining,
             Exclusion::Restarted,
         ] {

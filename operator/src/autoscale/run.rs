@@ -192,6 +192,7 @@ async fn step(
     let mut windows: Vec<Window> = Vec::new();
     let mut payloads = Vec::new();
     let mut ready_pods = 0;
+    let mut unmeasured = 0;
     for p in listed.items.iter().filter(|p| ready(p)) {
         ready_pods += 1;
         let uid = p.uid().unwrap_or_default();
@@ -207,9 +208,16 @@ async fn step(
             }
         };
         payloads.push(sample.payload.clone());
-        if let Some((prev, prev_s)) = state.samples.insert(uid, (sample.clone(), now_s)) {
-            let excluded = (warming(p) || settling).then_some(Exclusion::Warming);
-            windows.push(window(&prev, prev_s, &sample, now_s, excluded));
+        match state.samples.insert(uid, (sample.clone(), now_s)) {
+            Some((prev, prev_s)) => {
+                let excluded = if settling {
+                    Some(Exclusion::Settling)
+                } else {
+                    warming(p).then_some(Exclusion::Warming)
+                };
+                windows.push(window(&prev, prev_s, &sample, now_s, excluded));
+            }
+            None => unmeasured += 1,
         }
     }
     state
@@ -218,8 +226,13 @@ async fn step(
     let api: Api<IngestTenant> = Api::namespaced(ctx.client.clone(), &ns);
     let traffic = super::traffic::aggregate(&payloads)
         .filter(|tr| t.status.as_ref().and_then(|s| s.traffic.as_ref()) != Some(tr));
-    let counted: Vec<&Window> = windows.iter().filter(|w| w.excluded.is_none()).collect();
-    if counted.is_empty() {
+    let tenant_now = Tenant {
+        now_s,
+        replicas: t.spec.replicas,
+        ready: ready_pods,
+        unmeasured,
+    };
+    let Some(obs) = observed(&tenant_now, &windows, &rules) else {
         // No live window to judge, but a new calibration or a new shape of traffic to report.
         let mut status = json!({});
         if recalibrated {
@@ -238,21 +251,10 @@ async fn step(
             .await?;
         }
         return Ok(());
-    }
+    };
     for w in &windows {
         state.estimate.observe(w, &rules);
     }
-    let obs = Observed {
-        now_s,
-        replicas: t.spec.replicas,
-        ready: ready_pods,
-        offered_pps: counted.iter().map(|w| w.offered_pps).sum(),
-        acked_pps: counted.iter().map(|w| w.acked_pps).sum(),
-        p95_ms: counted.iter().filter_map(|w| w.p95_ms).reduce(f64::max),
-        backlog_growing: counted
-            .iter()
-            .any(|w| w.backlog_slope > rules.max_backlog_slope),
-    };
     let knee = state.estimate.knee(now_s, &rules);
     let (min, max) = t
         .spec
@@ -351,6 +353,46 @@ async fn step(
     Ok(())
 }
 
+/// The tenant's pods at a tick, as listed.
+struct Tenant {
+    now_s: f64,
+    /// `spec.replicas`.
+    replicas: i32,
+    ready: i32,
+    /// Ready pods scraped for the first time at this tick: no window yet.
+    unmeasured: i32,
+}
+
+/// What the decision sees of the tenant in this tick's windows; `None` when no window counts
+/// (all pods settling after a scale-down, restarted, or not measured yet).
+///
+/// A warming pod's window counts in the rates but not in p95 or the backlog: its latency says
+/// nothing about the tenant's capacity, but the load it carries is the tenant's. Left out of the
+/// rates, a scale-up hid the new pod's share for its first 30 s: the tenant looked half as
+/// loaded and the pod just added as if it had added no throughput (a plateau), so the next
+/// scale-up waited for the warming to end while p95 stayed over its target. A Ready pod without
+/// a window yet counts as not Ready: its share of the load is not known before its second
+/// scrape.
+fn observed(tenant: &Tenant, windows: &[Window], rules: &Rules) -> Option<Observed> {
+    let rated: Vec<&Window> = windows
+        .iter()
+        .filter(|w| matches!(w.excluded, None | Some(Exclusion::Warming)))
+        .collect();
+    if rated.is_empty() {
+        return None;
+    }
+    let judged = || rated.iter().filter(|w| w.excluded.is_none());
+    Some(Observed {
+        now_s: tenant.now_s,
+        replicas: tenant.replicas,
+        ready: tenant.ready - tenant.unmeasured,
+        offered_pps: rated.iter().map(|w| w.offered_pps).sum(),
+        acked_pps: rated.iter().map(|w| w.acked_pps).sum(),
+        p95_ms: judged().filter_map(|w| w.p95_ms).reduce(f64::max),
+        backlog_growing: judged().any(|w| w.backlog_slope > rules.max_backlog_slope),
+    })
+}
+
 /// Resets the estimate with the tenant's latest calibration when it is new to this loop (a
 /// calibration finished, or the operator restarted), aged by how long ago it finished. True
 /// when it did.
@@ -425,6 +467,7 @@ fn p95_target_ms(t: &IngestTenant) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::autoscale::decide::Reason;
     use crate::crd::{IngestTenantStatus, ScalingDecision};
 
     fn scaled(from: i32, to: i32, secs_ago: i64) -> IngestTenant {
@@ -439,6 +482,102 @@ mod tests {
             ..Default::default()
         });
         t
+    }
+
+    fn window(offered: f64, p95: f64, excluded: Option<Exclusion>) -> Window {
+        Window {
+            end_s: 100.0,
+            offered_pps: offered,
+            acked_pps: offered,
+            p95_ms: Some(p95),
+            refused: 0,
+            backlog_slope: if excluded.is_some() { 5e7 } else { 0.0 },
+            excluded,
+        }
+    }
+
+    fn two_pods() -> Tenant {
+        Tenant {
+            now_s: 100.0,
+            replicas: 2,
+            ready: 2,
+            unmeasured: 0,
+        }
+    }
+
+    #[test]
+    fn a_warming_pod_counts_in_the_rates_not_in_latency() {
+        let rules = Rules::new(500.0);
+        let ws = [
+            window(16_000.0, 6_554.0, None),
+            window(15_000.0, 9_000.0, Some(Exclusion::Warming)),
+        ];
+        let o = observed(&two_pods(), &ws, &rules).unwrap();
+        assert_eq!((o.offered_pps, o.acked_pps), (31_000.0, 31_000.0));
+        assert_eq!(o.p95_ms, Some(6_554.0));
+        assert!(
+            !o.backlog_growing,
+            "the warming pod's backlog is its replay's"
+        );
+        // Only warming pods: rates, no latency.
+        let o = observed(&two_pods(), &ws[1..], &rules).unwrap();
+        assert_eq!((o.offered_pps, o.p95_ms), (15_000.0, None));
+    }
+
+    #[test]
+    fn settling_restarted_or_unmeasured_pods_say_nothing() {
+        let rules = Rules::new(500.0);
+        for x in [Exclusion::Settling, Exclusion::Restarted] {
+            assert_eq!(
+                observed(&two_pods(), &[window(9.0, 9.0, Some(x))], &rules),
+                None
+            );
+        }
+        let fresh = Tenant {
+            unmeasured: 1,
+            ..two_pods()
+        };
+        let o = observed(&fresh, &[window(16_000.0, 300.0, None)], &rules).unwrap();
+        assert_eq!(
+            o.ready, 1,
+            "a pod without a window waits like one not Ready"
+        );
+    }
+
+    /// The tenant of a failed run: 1 -> 2 pods at 17,000 points/s against a knee of 15,000,
+    /// then 31,000 offered while the new pod warms and p95 is 6.5 s. Judged without the new
+    /// pod's share the tenant looked like 16,000 points/s, and the pod just added like a
+    /// plateau; with it, the autoscaler adds pods at once.
+    #[test]
+    fn a_scale_up_is_not_held_while_the_pod_it_added_warms() {
+        let rules = Rules::new(500.0);
+        let mut policy = Policy::new(1, 4, 500.0);
+        policy.scale_down = true;
+        let mut history = History::default();
+        let before = Observed {
+            now_s: 30.0,
+            replicas: 1,
+            ready: 1,
+            offered_pps: 17_000.0,
+            acked_pps: 17_000.0,
+            p95_ms: Some(400.0),
+            backlog_growing: false,
+        };
+        assert_eq!(
+            decide(&policy, &before, Some(15_000.0), &mut history).replicas,
+            2
+        );
+        let ws = [
+            window(16_000.0, 6_554.0, None),
+            window(15_000.0, 9_000.0, Some(Exclusion::Warming)),
+        ];
+        let o = observed(&two_pods(), &ws, &rules).unwrap();
+        let d = decide(&policy, &o, Some(15_000.0), &mut history.clone());
+        assert_eq!((d.replicas, d.reason), (3, Reason::Forecast), "{d:?}");
+        // What the warming pod's exclusion from the rates made of it.
+        let without = observed(&two_pods(), &ws[..1], &rules).unwrap();
+        let d = decide(&policy, &without, Some(15_000.0), &mut history);
+        assert_eq!(d.reason, Reason::Plateau);
     }
 
     #[test]
