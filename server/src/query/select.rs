@@ -94,6 +94,7 @@ fn select_here(ctx: &Ctx, sel: &SelectStatement, one: &One) -> Result<Planned, S
     };
     let settings = ReadSettings {
         aggregation_in_order: p.aggregation_in_order,
+        planned: true,
         ..ReadSettings::default()
     };
     let rows = fetch_with(

@@ -5,16 +5,22 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chdb_rust::arrow::array::{RecordBatch, StructArray};
 use chdb_rust::arrow::ffi::{to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use chdb_rust::arrow_stream::{arrow_stream_table_sql, ArrowArray, ArrowSchema};
-use chdb_rust::connection::Connection;
 use chdb_rust::format::OutputFormat;
 use sluice_core::config::QueryConfig;
 use sluice_core::names::{quote_ident, quote_str};
+
+mod pool;
+mod settings;
+
+pub use pool::Lease;
+use pool::{run_stream, Pool};
+use settings::MERGE_NICE;
+pub use settings::{gather_settings, reader_settings, ReadSettings, READER_NICE, SPILL_FACTOR};
 
 /// The engine release this build is made for: the npm package `@chdb/lib-linux-x64-gnu`
 /// `26.7.3-stable.1` reports `26.7.3`.
@@ -77,85 +83,6 @@ impl From<chdb_rust::error::Error> for EngineError {
     }
 }
 
-/// Connections on the engine's one data path, each used by one thread at a time.
-struct Pool {
-    idle: Mutex<Vec<Connection>>,
-    available: Condvar,
-    /// What each connection was opened with, to open a replacement.
-    args: Vec<String>,
-}
-
-impl Pool {
-    fn open(arg: &str, extra: &[&str], n: usize, path: &Path) -> Result<Self, EngineError> {
-        let mut args = vec![arg];
-        args.extend_from_slice(extra);
-        let mut idle = Vec::with_capacity(n);
-        for _ in 0..n.max(1) {
-            let c = Connection::open(&args).map_err(|source| EngineError::Open {
-                path: path.display().to_string(),
-                source,
-            })?;
-            idle.push(c);
-        }
-        Ok(Self {
-            idle: Mutex::new(idle),
-            available: Condvar::new(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-        })
-    }
-
-    /// A connection opened like the pool's with `extra`'s settings, set before its read-only
-    /// mode (which would refuse them).
-    fn open_with(&self, extra: &ReadSettings) -> Result<Connection, chdb_rust::error::Error> {
-        let (readonly, mut args): (Vec<String>, Vec<String>) = self
-            .args
-            .iter()
-            .cloned()
-            .partition(|a| a.starts_with("--readonly="));
-        args.extend(extra.args());
-        args.extend(readonly);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        Connection::open(&args)
-    }
-
-    /// Blocks until a connection is free.
-    fn lease(&self) -> Lease<'_> {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(c) = idle.pop() {
-                return Lease {
-                    pool: self,
-                    conn: Some(c),
-                };
-            }
-            idle = self.available.wait(idle).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    /// A free connection, waiting at most `wait` for one.
-    fn lease_within(&self, wait: Duration) -> Option<Lease<'_>> {
-        let deadline = Instant::now() + wait;
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(c) = idle.pop() {
-                return Some(Lease {
-                    pool: self,
-                    conn: Some(c),
-                });
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return None;
-            }
-            idle = self
-                .available
-                .wait_timeout(idle, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-    }
-}
-
 /// Why a client's query did not run to the end.
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
@@ -180,35 +107,8 @@ pub struct Engine {
     path: std::path::PathBuf,
     version: String,
     stream_seq: AtomicU64,
-}
-
-/// Settings one read needs beyond its pool's. A read-only connection takes no settings from
-/// its queries, so a read with any of these runs on a connection of its own opened with them
-/// (under a quarter of a millisecond), after waiting for a place in its pool like any read.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReadSettings {
-    /// A ClickHouse map literal of table name to condition (`additional_table_filters`),
-    /// applied to every read of those tables however the query names them.
-    pub table_filters: Option<String>,
-    /// `optimize_aggregation_in_order`: a `GROUP BY` on the tables' leading key column
-    /// (`series_id`) aggregates each series as its rows stream by in key order instead of
-    /// through a hash table. For the last point of every series it is 12 times faster (the
-    /// hash path copies `argMax`'s tuple key for every row, as time only grows); with time
-    /// buckets in the key it is 4 times slower, so only the plans that gain ask for it.
-    pub aggregation_in_order: bool,
-}
-
-impl ReadSettings {
-    fn args(&self) -> Vec<String> {
-        let mut args = Vec::new();
-        if let Some(f) = &self.table_filters {
-            args.push(format!("--additional_table_filters={f}"));
-        }
-        if self.aggregation_in_order {
-            args.push("--optimize_aggregation_in_order=1".into());
-        }
-        args
-    }
+    /// Free engine memory a planned read needs per thread: half of a query's memory.
+    threads_free_memory: u64,
 }
 
 /// Which pool a client's query runs on.
@@ -218,56 +118,6 @@ pub enum Readers {
     Local,
     /// Queries that read the partials of the tenant's pods through `url()`.
     Gather,
-}
-
-/// A connection checked out of a pool; it goes back when dropped.
-pub struct Lease<'a> {
-    pool: &'a Pool,
-    conn: Option<Connection>,
-}
-
-impl std::ops::Deref for Lease<'_> {
-    type Target = Connection;
-    fn deref(&self) -> &Connection {
-        self.conn
-            .as_ref()
-            .expect("lease holds a connection until dropped")
-    }
-}
-
-impl std::ops::DerefMut for Lease<'_> {
-    fn deref_mut(&mut self) -> &mut Connection {
-        self.conn
-            .as_mut()
-            .expect("lease holds a connection until dropped")
-    }
-}
-
-impl Lease<'_> {
-    /// Closes this connection and puts a fresh one in its place: a stream that ended early
-    /// (an error midway, or a client that went away) can leave output behind that the next
-    /// query on the same connection would read as its own.
-    fn replace(&mut self) {
-        let args: Vec<&str> = self.pool.args.iter().map(String::as_str).collect();
-        match Connection::open(&args) {
-            Ok(fresh) => self.conn = Some(fresh),
-            Err(e) => {
-                // Keep the old one rather than shrink the pool.
-                tracing::error!(error = %e, "cannot reopen a query connection");
-            }
-        }
-    }
-}
-
-impl Drop for Lease<'_> {
-    fn drop(&mut self) {
-        if let Some(c) = self.conn.take() {
-            if let Ok(mut idle) = self.pool.idle.lock() {
-                idle.push(c);
-            }
-            self.pool.available.notify_one();
-        }
-    }
 }
 
 /// Checks the linked library before anything else touches it, so a wrong library fails with
@@ -339,6 +189,7 @@ impl Engine {
             path: path.to_path_buf(),
             version,
             stream_seq: AtomicU64::new(0),
+            threads_free_memory: reader_limits.max_memory_bytes.0 / 2,
         })
     }
 
@@ -434,9 +285,35 @@ impl Engine {
             return result;
         }
         let mut own = pool
-            .open_with(settings)
+            .open_with(settings, self.threads_free_memory)
             .map_err(|e| QueryError::Engine(format!("opening a connection for a read: {e}")))?;
-        run_stream(&mut own, sql, streamed, sink).0
+        let mut sent = false;
+        let result = run_stream(&mut own, sql, streamed, &mut |chunk| {
+            sent = true;
+            sink(chunk)
+        })
+        .0;
+        match result {
+            // On two threads an aggregation needs more memory before it spills than on one:
+            // a planned read that ran out of it, before it answered anything, runs again as
+            // before, on one thread, where it spills sooner (taking at most twice the time).
+            Err(QueryError::Engine(msg))
+                if settings.planned && !sent && msg.contains("MEMORY_LIMIT_EXCEEDED") =>
+            {
+                tracing::debug!(error = %msg, "a planned read out of memory on two threads: again on one");
+                let one = ReadSettings {
+                    planned: false,
+                    ..settings.clone()
+                };
+                let mut conn = pool
+                    .open_with(&one, self.threads_free_memory)
+                    .map_err(|e| {
+                        QueryError::Engine(format!("opening a connection for a read: {e}"))
+                    })?;
+                run_stream(&mut conn, sql, streamed, sink).0
+            }
+            r => r,
+        }
     }
 
     /// The engine's own parse of `sql` (`EXPLAIN AST`), one node per line, on a read-only
@@ -523,137 +400,12 @@ impl Engine {
     }
 }
 
-/// Settings every read-only connection runs its queries with: the per-query limits of
-/// `[query]`, errors instead of silently cut results, and the priority of the request path's
-/// background work, so that many slow queries at once leave the CPU to writes. A reader
-/// cannot change them: `readonly = 1` refuses `SET` and `SETTINGS`.
-pub fn reader_settings(q: &QueryConfig) -> Vec<String> {
-    vec![
-        "--readonly=1".into(),
-        format!("--max_execution_time={}", q.timeout.as_secs_f64()),
-        "--timeout_overflow_mode=throw".into(),
-        format!("--max_memory_usage={}", q.max_memory_bytes.0),
-        // Past half its memory a `GROUP BY` or `ORDER BY` goes on in files under the data
-        // path instead of failing: on the 1 GiB default budget (128 MiB per query), the means
-        // per 10 minutes and region over 10,000 series and 12 hours failed; with this they
-        // take 2.8 s instead of 1.2-1.6 s with memory to spare (InfluxDB 1.8: 4.4 s).
-        format!(
-            "--max_bytes_before_external_group_by={}",
-            q.max_memory_bytes.0 / 2
-        ),
-        format!(
-            "--max_bytes_before_external_sort={}",
-            q.max_memory_bytes.0 / 2
-        ),
-        format!(
-            "--max_temporary_data_on_disk_size_for_query={}",
-            q.max_memory_bytes.0.saturating_mul(SPILL_FACTOR)
-        ),
-        format!("--max_rows_to_read={}", q.max_rows_to_read),
-        "--read_overflow_mode=throw".into(),
-        format!("--max_result_bytes={}", q.max_result_bytes.0),
-        "--result_overflow_mode=throw".into(),
-        format!("--os_threads_nice_value_query={READER_NICE}"),
-        "--max_threads=2".into(),
-    ]
-}
-
-/// A query may spill this many times its memory (`query.max_memory_bytes`) to disk.
-pub const SPILL_FACTOR: u64 = 8;
-
-/// How a gathering connection fetches peers' partials (see [`Engine::with_gatherers`]).
-pub fn gather_settings(connect_timeout: Duration, receive_timeout: Duration) -> Vec<String> {
-    vec![
-        "--readonly=2".into(),
-        "--http_make_head_request=0".into(),
-        "--http_skip_not_found_url_for_globs=0".into(),
-        "--http_max_tries=1".into(),
-        format!(
-            "--http_connection_timeout={}",
-            connect_timeout.as_secs_f64()
-        ),
-        format!("--http_receive_timeout={}", receive_timeout.as_secs_f64()),
-        format!("--http_send_timeout={}", receive_timeout.as_secs_f64()),
-    ]
-}
-
-/// CPU priority (Linux nice) of query threads: below the flush workers' (5), far below the
-/// request path's (0).
-pub const READER_NICE: i32 = 10;
-
-/// chDB's merge threads run at a lower CPU priority than the request path (Linux nice 10; a
-/// process setting, so every connection passes the same). Merges are background work that can
-/// wait a moment; a request's latency cannot. Under load they otherwise competed for the same
-/// two cores and set the p95 (knee 1.0-1.2 M points/s with p95 over 100 ms above it; 1.5 M
-/// points/s at p95 91 ms with this). Idle CPU still goes to merges at once, and if they fall
-/// far behind, chDB's parts limits slow inserts, the WAL backlog grows, and writes get 503.
-const MERGE_NICE: &str = "--os_threads_nice_value_merge_mutate=10";
-
 /// Squash the whole insert into one block, whatever its size (thresholds no flush reaches; 0
 /// would disable squashing instead), and write it from one thread: chDB commits each block of
 /// an insert as a part of its own, and recovery's per-entry check (`Flusher::resolve_intent`)
 /// needs an entry to be in the table entirely or not at all. With chDB's defaults a flush above
 /// about 1 M rows or 256 MiB became several parts (a 2.5 M-row flush made three).
 const WHOLE_INSERT: &str = "min_insert_block_size_rows = 1000000000000, min_insert_block_size_bytes = 1000000000000000, max_insert_threads = 1";
-
-/// Runs `sql` on `conn`, handing its output to `sink` chunk by chunk (whole when not
-/// `streamed`); also says whether it ran to its end (a stream stopped early can leave output
-/// behind on the connection).
-fn run_stream(
-    conn: &mut Connection,
-    sql: &str,
-    streamed: bool,
-    sink: &mut dyn FnMut(Vec<u8>) -> bool,
-) -> (Result<(), QueryError>, bool) {
-    if !streamed {
-        let r = crate::priority::keep(|| conn.query(sql, OutputFormat::JSON))
-            .map_err(|e| QueryError::Engine(e.to_string()));
-        return match r {
-            Ok(r) => {
-                sink(r.data_ref().to_vec());
-                (Ok(()), true)
-            }
-            Err(e) => (Err(e), true),
-        };
-    }
-    let mut finished = false;
-    let result = crate::priority::keep(|| {
-        let mut delivered = false;
-        {
-            let mut stream = conn
-                .query_stream(sql, OutputFormat::JSON)
-                .map_err(|e| QueryError::Engine(e.to_string()))?;
-            while let Some(chunk) = stream
-                .next_chunk()
-                .map_err(|e| QueryError::Engine(e.to_string()))?
-            {
-                if chunk.data_ref().is_empty() {
-                    continue;
-                }
-                delivered = true;
-                if !sink(chunk.data_ref().to_vec()) {
-                    return Ok(());
-                }
-            }
-        }
-        if !delivered {
-            // An empty result's whole output (a JSON document with `"rows": 0`, a
-            // `TSVWithNames` header) comes in the stream's last chunk, which chdb-rust's
-            // iterator drops: it takes a chunk that read no rows for the end. Without this a
-            // query with no rows answered 200 with an empty body, which no client parses.
-            // The second run costs as much as the first, but only for an empty result.
-            let r = conn
-                .query(sql, OutputFormat::JSON)
-                .map_err(|e| QueryError::Engine(e.to_string()))?;
-            if !r.data_ref().is_empty() && !sink(r.data_ref().to_vec()) {
-                return Ok(());
-            }
-        }
-        finished = true;
-        Ok(())
-    });
-    (result, finished)
-}
 
 #[cfg(test)]
 mod tests {
