@@ -10,7 +10,7 @@ use sluice_server::engine::{Engine, ReadSettings, Readers};
 use std::time::Duration;
 
 #[test]
-fn default_budget_planned_reads_use_two_threads_sql_and_key_order_reads_one() {
+fn default_budget_planned_reads_use_two_threads_and_sql_one() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = ServerConfig::default();
     let plan = sluice_server::memory::plan(&cfg, None);
@@ -70,16 +70,26 @@ fn default_budget_planned_reads_use_two_threads_sql_and_key_order_reads_one() {
         text.contains("AggregatingTransform") && !text.contains("× 2"),
         "a client's /sql keeps chDB's rule, one thread under this limit:\n{text}"
     );
-    // A read in key order holds a stream of every part per thread: it stays on one.
+    // In key order too: a planned read on two threads, others on one.
     let in_order = ReadSettings {
         aggregation_in_order: true,
         planned: true,
         ..Default::default()
     };
-    let text = pipeline(&in_order, "SELECT k, max(v) FROM t GROUP BY k");
+    let by_key = "SELECT k, max(v) FROM t GROUP BY k";
+    let text = pipeline(&in_order, by_key);
+    assert!(
+        text.contains("AggregatingInOrderTransform") && text.contains("× 2"),
+        "a planned aggregation in key order should run on two threads:\n{text}"
+    );
+    let one = ReadSettings {
+        planned: false,
+        ..in_order
+    };
+    let text = pipeline(&one, by_key);
     assert!(
         text.contains("AggregatingInOrderTransform") && !text.contains("× 2"),
-        "an aggregation in key order should run on one thread:\n{text}"
+        "an unplanned aggregation in key order should run on one thread:\n{text}"
     );
 
     // On two threads `uniqExact` builds a set per thread: 3 M keys need 130 MiB there and fit

@@ -25,8 +25,8 @@ pub struct ReadSettings {
     /// thread, and aggregations over every series took twice as long. A client's `/sql` keeps
     /// that rule: on two threads a `GROUP BY` of millions of keys needs more memory before it
     /// spills, and no single spill point kept both a million-key and a 3-million-key `GROUP BY`
-    /// under 128 MiB (bench/README, "Two threads under a small engine limit"). A read in key
-    /// order stays on one thread either way: it holds a stream of every part per thread.
+    /// under 128 MiB (bench/README, "Two threads under a small engine limit"). A plan of `last`
+    /// in key order is not one of these (see `query::plan::Plan::one_thread`).
     pub planned: bool,
 }
 
@@ -40,7 +40,8 @@ impl ReadSettings {
         }
         if self.aggregation_in_order {
             args.push("--optimize_aggregation_in_order=1".into());
-        } else if self.planned {
+        }
+        if self.planned {
             args.push(format!(
                 "--max_threads_min_free_memory_per_thread={threads_free_memory}"
             ));

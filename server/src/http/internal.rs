@@ -104,7 +104,7 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         Ok(Ok(Some(planned))) => {
             settings.aggregation_in_order = planned.aggregation_in_order;
             // A share of an InfluxQL statement; a client's inner `/sql` keeps its rule.
-            settings.planned = !is_sql;
+            settings.planned = !is_sql && !planned.one_thread;
             planned.sql
         }
         Ok(Ok(None)) => return error(StatusCode::BAD_REQUEST, "nothing to run"),

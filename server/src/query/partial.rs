@@ -143,6 +143,8 @@ pub fn select_sql(
 pub struct PartialSql {
     pub sql: String,
     pub aggregation_in_order: bool,
+    /// See [`plan::Plan::one_thread`].
+    pub one_thread: bool,
 }
 
 /// The SQL a pod runs for `p`, in `Native`; `None` for requests that are not SQL.
@@ -196,6 +198,7 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
                     return Ok(Some(PartialSql {
                         sql: plan.sql,
                         aggregation_in_order: plan.aggregation_in_order,
+                        one_thread: plan.one_thread,
                     }))
                 }
                 // The gathering pod would not have asked; an empty answer of no columns
@@ -230,6 +233,7 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
     Ok(Some(PartialSql {
         sql,
         aggregation_in_order: false,
+        one_thread: false,
     }))
 }
 

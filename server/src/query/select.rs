@@ -94,7 +94,7 @@ fn select_here(ctx: &Ctx, sel: &SelectStatement, one: &One) -> Result<Planned, S
     };
     let settings = ReadSettings {
         aggregation_in_order: p.aggregation_in_order,
-        planned: true,
+        planned: !p.one_thread,
         ..ReadSettings::default()
     };
     let rows = fetch_with(
