@@ -284,9 +284,7 @@ impl Engine {
             }
             return result;
         }
-        let mut own = pool
-            .open_with(settings, self.threads_free_memory)
-            .map_err(|e| QueryError::Engine(format!("opening a connection for a read: {e}")))?;
+        let mut own = pool.open_with(settings, self.threads_free_memory)?;
         let mut sent = false;
         let result = run_stream(&mut own, sql, streamed, &mut |chunk| {
             sent = true;
@@ -305,11 +303,7 @@ impl Engine {
                     planned: false,
                     ..settings.clone()
                 };
-                let mut conn = pool
-                    .open_with(&one, self.threads_free_memory)
-                    .map_err(|e| {
-                        QueryError::Engine(format!("opening a connection for a read: {e}"))
-                    })?;
+                let mut conn = pool.open_with(&one, self.threads_free_memory)?;
                 run_stream(&mut conn, sql, streamed, sink).0
             }
             r => r,

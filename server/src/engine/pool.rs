@@ -48,7 +48,7 @@ impl Pool {
         &self,
         extra: &ReadSettings,
         threads_free_memory: u64,
-    ) -> Result<Connection, chdb_rust::error::Error> {
+    ) -> Result<Connection, QueryError> {
         let (readonly, mut args): (Vec<String>, Vec<String>) = self
             .args
             .iter()
@@ -58,6 +58,7 @@ impl Pool {
         args.extend(readonly);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         Connection::open(&args)
+            .map_err(|e| QueryError::Engine(format!("opening a connection for a read: {e}")))
     }
 
     /// Blocks until a connection is free.

@@ -102,9 +102,10 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
     let sql = tokio::task::spawn_blocking(move || crate::query::partial::sql(&app2, &what)).await;
     let sql = match sql {
         Ok(Ok(Some(planned))) => {
-            settings.aggregation_in_order = planned.aggregation_in_order;
-            // A share of an InfluxQL statement; a client's inner `/sql` keeps its rule.
-            settings.planned = !is_sql && !planned.one_thread;
+            settings = ReadSettings {
+                table_filters: settings.table_filters,
+                ..planned.settings
+            };
             planned.sql
         }
         Ok(Ok(None)) => return error(StatusCode::BAD_REQUEST, "nothing to run"),

@@ -13,6 +13,7 @@ use super::{meta, Fields};
 use crate::app::App;
 use crate::catalog::ddl::chdb_type;
 use crate::cluster::Partial;
+use crate::engine::ReadSettings;
 use crate::handoff::Handed;
 
 /// The row filters (`additional_table_filters`) under which a `/sql` inner query reads this
@@ -138,13 +139,11 @@ pub fn select_sql(
     plan::plan(sel, &src, now, Mode::Partial).map_err(|e| e.to_string())
 }
 
-/// What a pod runs for a peer: the SQL, and whether it aggregates per series in key order
-/// (see [`crate::engine::ReadSettings::aggregation_in_order`]).
+/// What a pod runs for a peer: the SQL, and the settings it runs with beyond the pool's (a
+/// share of a `SELECT` those of its plan, anything else none).
 pub struct PartialSql {
     pub sql: String,
-    pub aggregation_in_order: bool,
-    /// See [`plan::Plan::one_thread`].
-    pub one_thread: bool,
+    pub settings: ReadSettings,
 }
 
 /// The SQL a pod runs for `p`, in `Native`; `None` for requests that are not SQL.
@@ -196,9 +195,8 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
             )? {
                 Some(plan) => {
                     return Ok(Some(PartialSql {
+                        settings: plan.read_settings(),
                         sql: plan.sql,
-                        aggregation_in_order: plan.aggregation_in_order,
-                        one_thread: plan.one_thread,
                     }))
                 }
                 // The gathering pod would not have asked; an empty answer of no columns
@@ -232,8 +230,7 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
     };
     Ok(Some(PartialSql {
         sql,
-        aggregation_in_order: false,
-        one_thread: false,
+        settings: ReadSettings::default(),
     }))
 }
 

@@ -82,6 +82,17 @@ pub struct Plan {
     pub one_thread: bool,
 }
 
+impl Plan {
+    /// How the engine runs it: a plan reads on two threads unless it must not.
+    pub fn read_settings(&self) -> crate::engine::ReadSettings {
+        crate::engine::ReadSettings {
+            aggregation_in_order: self.aggregation_in_order,
+            planned: !self.one_thread,
+            ..Default::default()
+        }
+    }
+}
+
 /// Plans `stmt` against `src`. `None` when the measurement has none of the fields the
 /// statement reads: InfluxDB leaves such a measurement out of the answer.
 pub fn plan(

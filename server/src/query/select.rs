@@ -11,7 +11,7 @@ use super::{
     PlanError,
 };
 use crate::cluster::Partial;
-use crate::engine::{ReadSettings, Readers};
+use crate::engine::Readers;
 
 pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Value, String> {
     if sel.fields.is_empty() {
@@ -92,11 +92,7 @@ fn select_here(ctx: &Ctx, sel: &SelectStatement, one: &One) -> Result<Planned, S
     else {
         return Ok(None);
     };
-    let settings = ReadSettings {
-        aggregation_in_order: p.aggregation_in_order,
-        planned: !p.one_thread,
-        ..ReadSettings::default()
-    };
+    let settings = p.read_settings();
     let rows = fetch_with(
         ctx.app,
         &ctx.budget,
