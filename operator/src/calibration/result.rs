@@ -12,10 +12,12 @@ struct Summary {
     knee_p95_ms: Option<f64>,
     #[serde(default)]
     p95_limit_ms: Option<f64>,
-    /// `[offered_pps, achieved_pps, p95_ms, dropped, errors, pass]` per step.
     #[serde(default)]
-    steps: Vec<(f64, f64, Option<f64>, u64, u64, u8)>,
+    steps: Vec<Step>,
 }
+
+/// `[offered_pps, achieved_pps, p95_ms, dropped, errors, pass]`: one step of the summary.
+type Step = (f64, f64, Option<f64>, u64, u64, u8);
 
 /// A ramp that found a knee.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +38,20 @@ pub enum ResultError {
 
 fn ms(v: Option<f64>) -> String {
     v.map_or("none".into(), |v| format!("{v:.0} ms"))
+}
+
+/// Each step as `rate/p95 ok|failed`, in the order it ran: the knee alone does not say how
+/// close the steps around it came (a step near a throttled pod's capacity passes by chance).
+fn steps_in_short(steps: &[Step]) -> String {
+    let each: Vec<String> = steps
+        .iter()
+        .map(|(offered, _, p95, _, _, pass)| {
+            let p95 = p95.map_or("-".into(), |v| format!("{v:.0}"));
+            let verdict = if *pass == 1 { "ok" } else { "failed" };
+            format!("{offered:.0}/{p95} {verdict}")
+        })
+        .collect();
+    format!("steps (points/s / p95 ms): {}", each.join(", "))
 }
 
 /// Reads the load container's termination message.
@@ -64,13 +80,14 @@ pub fn parse(message: &str) -> Result<Found, ResultError> {
         (lo.min(st.0), hi.max(st.0))
     });
     let summary = format!(
-        "{} steps from {:.0} to {:.0} points/s; the highest that kept up: {:.0} (p95 {}, limit {})",
+        "{} steps from {:.0} to {:.0} points/s; the highest that kept up: {:.0} (p95 {}, limit {}); {}",
         s.steps.len(),
         if lo.is_finite() { lo } else { 0.0 },
         hi,
         knee,
         ms(s.knee_p95_ms),
         ms(s.p95_limit_ms),
+        steps_in_short(&s.steps),
     );
     Ok(Found {
         knee_pps: knee,
@@ -93,7 +110,7 @@ mod tests {
         assert_eq!(f.p95_ms, Some(41.2));
         assert_eq!(
             f.summary,
-            "3 steps from 10000 to 320000 points/s; the highest that kept up: 160000 (p95 41 ms, limit 103 ms)"
+            "3 steps from 10000 to 320000 points/s; the highest that kept up: 160000 (p95 41 ms, limit 103 ms); steps (points/s / p95 ms): 10000/41 ok, 320000/900 failed, 160000/41 ok"
         );
     }
 
