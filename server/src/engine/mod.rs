@@ -173,6 +173,7 @@ impl Engine {
             path: path.display().to_string(),
             source: e.into(),
         })?;
+        crate::priority::keep_merges_below_requests();
         let arg = format!("--path={}", path.display());
         let memory = memory_bytes.map(|b| format!("--max_server_memory_usage={b}"));
         let mut writer_args: Vec<&str> = vec![MERGE_NICE];

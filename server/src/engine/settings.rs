@@ -114,4 +114,6 @@ pub const READER_NICE: i32 = 10;
 /// two cores and set the p95 (knee 1.0-1.2 M points/s with p95 over 100 ms above it; 1.5 M
 /// points/s at p95 91 ms with this). Idle CPU still goes to merges at once, and if they fall
 /// far behind, chDB's parts limits slow inserts, the WAL backlog grows, and writes get 503.
+/// chDB applies it only with CAP_SYS_NICE; without (a pod) the server lowers its merge threads
+/// itself (`crate::priority::keep_merges_below_requests`, the same value).
 pub(super) const MERGE_NICE: &str = "--os_threads_nice_value_merge_mutate=10";
