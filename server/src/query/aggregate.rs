@@ -54,6 +54,10 @@ impl Query<'_> {
                 transforms.push((i, t));
             }
         }
+        let floor: Vec<String> = self
+            .tail_floor(exprs, bucketing.is_some())
+            .into_iter()
+            .collect();
         let time = match &bucketing {
             Some(b) => b.bucket_sql(),
             None => self.selector_time(exprs, &mut states),
@@ -66,7 +70,7 @@ impl Query<'_> {
         };
         let inner = match self.mode {
             Mode::Partial => {
-                return Ok(self.partial_states(&states, bucketing.as_ref(), two_phase))
+                return Ok(self.partial_states(&states, bucketing.as_ref(), two_phase, &floor))
             }
             Mode::Final(source) => {
                 let time = if bucketing.is_some() {
@@ -88,16 +92,19 @@ impl Query<'_> {
                     ),
                     None => (String::new(), String::new(), time),
                 };
+                let g = self.groups(bucketing.is_some());
                 let partial = format!(
-                    "SELECT m.series_id AS {SID}{bucket}, {} {} GROUP BY {SID}{by_bucket}",
+                    "{}SELECT {} AS {SID}{bucket}, {} {} GROUP BY {SID}{by_bucket}",
+                    g.with,
+                    g.key,
                     states.state_columns().join(", "),
-                    self.tables_and_filter(false, &[])
+                    self.tables_and_filter(false, &floor)
                 );
                 format!(
                     "SELECT {} AS {TAGS}, {time} AS {TIME}, {} FROM ({partial}) AS p INNER JOIN ({}) AS s ON p.{SID} = s.series_id GROUP BY {keys}",
                     self.grouping.sql(),
                     cols.join(", "),
-                    self.series_sql()
+                    g.tags
                 )
             }
             Mode::Whole => {
@@ -106,7 +113,7 @@ impl Query<'_> {
                     "SELECT {} AS {TAGS}, {time} AS {TIME}, {} {} GROUP BY {keys}",
                     self.grouping.sql(),
                     cols.join(", "),
-                    self.tables_and_filter(join, &[])
+                    self.tables_and_filter(join, &floor)
                 )
             }
         };
@@ -165,6 +172,7 @@ impl Query<'_> {
         states: &functions::States,
         bucketing: Option<&Bucketing>,
         per_series: bool,
+        floor: &[String],
     ) -> String {
         let (bucket, by_bucket) = match bucketing {
             Some(b) => (
@@ -175,10 +183,13 @@ impl Query<'_> {
         };
         let tags = self.grouping.sql();
         if per_series {
+            let g = self.groups(bucketing.is_some());
             let partial = format!(
-                "SELECT m.series_id AS {SID}{bucket}, {} {} GROUP BY {SID}{by_bucket}",
+                "{}SELECT {} AS {SID}{bucket}, {} {} GROUP BY {SID}{by_bucket}",
+                g.with,
+                g.key,
                 states.state_columns().join(", "),
-                self.tables_and_filter(false, &[])
+                self.tables_and_filter(false, floor)
             );
             let time = if bucketing.is_some() {
                 format!(", p.{TIME} AS {TIME}")
@@ -188,23 +199,33 @@ impl Query<'_> {
             return format!(
                 "SELECT {tags} AS {TAGS}{time}, {} FROM ({partial}) AS p INNER JOIN ({}) AS s ON p.{SID} = s.series_id GROUP BY {TAGS}{by_bucket}",
                 states.merge_state_columns().join(", "),
-                self.series_sql()
+                g.tags
             );
         }
         let join = self.grouping.tagged() || self.filter.rows_use_tags;
         format!(
             "SELECT {tags} AS {TAGS}{bucket}, {} {} GROUP BY {TAGS}{by_bucket}",
             states.state_columns().join(", "),
-            self.tables_and_filter(join, &[])
+            self.tables_and_filter(join, floor)
         )
     }
 
     /// The time of a row without `GROUP BY time`: the point's own for a lone `first`,
-    /// `last`, `min` or `max` (InfluxDB's selectors), else the start of the time range (or 0).
+    /// `last`, `min` or `max` (InfluxDB's selectors, also in arithmetic), else the start of the time range (or 0).
     fn selector_time(&self, exprs: &[&Expr], states: &mut functions::States) -> String {
         let start = self.filter.range.min.unwrap_or(0);
         let fallback = format!("toInt64({start})");
-        let [Expr::Call { name, args }] = exprs else {
+        // A lone selector, also inside arithmetic with constants (`last(v) * 2`).
+        let [e] = exprs else {
+            return fallback;
+        };
+        let mut found = Vec::new();
+        cond::visit(e, &mut |x| {
+            if matches!(x, Expr::Call { .. }) {
+                found.push(x.clone())
+            }
+        });
+        let [Expr::Call { name, args }] = found.as_slice() else {
             return fallback;
         };
         let Some(Expr::VarRef { name: f, data_type }) = args.first() else {

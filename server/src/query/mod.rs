@@ -14,6 +14,7 @@ pub mod cond;
 pub mod fetch;
 pub mod functions;
 pub mod gather;
+mod groups;
 pub mod key_regex;
 pub mod meta;
 pub mod partial;
@@ -21,6 +22,7 @@ pub mod plan;
 pub mod select;
 pub mod shape;
 pub mod show;
+mod tail;
 pub mod time;
 pub mod view;
 

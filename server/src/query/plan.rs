@@ -78,7 +78,8 @@ pub struct Plan {
     pub aggregation_in_order: bool,
     /// Whether it must run on one thread: `last` in key order keys `argMax` by (time, value),
     /// which copies its key for every row read, as time only grows; on two threads the last
-    /// point of 10,000 series over 50 M points needed 132 MiB, past the 128 a query gets.
+    /// point of 10,000 series over 50 M points needed 132 MiB, past the 128 a query gets. A
+    /// `last` that reads only the series' tails (`super::tail`) runs on two.
     pub one_thread: bool,
 }
 
@@ -144,7 +145,10 @@ pub fn plan(
         && q.per_series()
         && stmt.group_by_time().is_none()
         && !matches!(mode, Mode::Final(_));
-    let one_thread = aggregation_in_order && exprs.iter().any(|e| calls(e, "last"));
+    // Reading only the series' tails, `last` needs little memory on two threads.
+    let one_thread = aggregation_in_order
+        && exprs.iter().any(|e| calls(e, "last"))
+        && !q.reads_tails(&exprs, stmt.group_by_time().is_some());
     Ok(Some(Plan {
         sql,
         columns,
@@ -589,7 +593,10 @@ mod tests {
         ));
         assert!(!in_order("SELECT last(value) FROM cpu"));
         let one_thread = |q: &str| plan_of(q).unwrap().unwrap().one_thread;
-        assert!(one_thread("SELECT last(value) FROM cpu GROUP BY host"));
+        assert!(one_thread(
+            "SELECT last(value), max(value) FROM cpu GROUP BY host"
+        ));
+        assert!(!one_thread("SELECT last(value) FROM cpu GROUP BY host"));
         assert!(!one_thread("SELECT max(value) FROM cpu GROUP BY host"));
         assert!(!one_thread(
             "SELECT last(value) FROM cpu WHERE time > now() - 1h GROUP BY time(1m), host"
@@ -599,6 +606,30 @@ mod tests {
         assert!(!in_order(
             "SELECT last(value) FROM cpu WHERE host = 'a' OR value > 1 GROUP BY host"
         ));
+    }
+
+    /// Only a statement whose every aggregate is `last` of a field, without time buckets,
+    /// reads from the earliest of the series' last points on, found under its own conditions.
+    #[test]
+    fn last_over_whole_series_reads_from_the_earliest_last_point() {
+        let sql = |q: &str| plan_of(q).unwrap().unwrap().sql;
+        let floor = "ifNull(m.time >= (SELECT min(__sl_floor)";
+        let p = sql("SELECT last(value) FROM cpu WHERE n > 2 GROUP BY host");
+        assert_eq!(p.matches(floor).count(), 1, "{p}");
+        assert!(p.contains("maxIfOrNull(m.time, m.`value` IS NOT NULL) AS __sl_last0"));
+        // The first pass keeps the statement's own conditions.
+        assert_eq!(p.matches("m.`n` > 2").count(), 2, "{p}");
+        let p = sql("SELECT last(value) * 2, last(n) FROM cpu");
+        assert!(p.contains("arrayJoin([__sl_last0, __sl_last1])"), "{p}");
+        assert!(sql("SELECT last(*) FROM cpu").contains(floor));
+        for other in [
+            "SELECT last(value), max(value) FROM cpu GROUP BY host",
+            "SELECT last(value) FROM cpu WHERE time > now() - 1h GROUP BY time(1m)",
+            "SELECT first(value) FROM cpu",
+            "SELECT value FROM cpu",
+        ] {
+            assert!(!sql(other).contains(floor), "{other}");
+        }
     }
 
     #[test]
@@ -627,11 +658,26 @@ mod tests {
     #[test]
     fn tag_filters_and_grouping_join_the_series_table() {
         let p = plan_of(
-            "SELECT max(value) FROM cpu WHERE (host = 'a' OR host = 'b') AND time > now() - 1h GROUP BY time(1m), dc fill(none) LIMIT 5",
+            "SELECT max(value) FROM cpu WHERE time > now() - 1h GROUP BY time(1m), dc fill(none) LIMIT 5",
         )
         .unwrap()
         .unwrap();
-        assert!(p.sql.contains("INNER JOIN (SELECT series_id, tags FROM `sluice_series` FINAL WHERE db = 'db' AND measurement = 'cpu' AND ((tags['host'] = 'a') OR (tags['host'] = 'b')))"), "{}", p.sql);
+        // In buckets, per group of series that share the grouping tags (`super::groups`).
+        let series = "(SELECT series_id, tags FROM `sluice_series` FINAL WHERE db = 'db' AND measurement = 'cpu')";
+        assert_eq!(p.sql.matches(series).count(), 2, "{}", p.sql);
+        assert!(
+            p.sql.contains(
+                "transform(m.series_id, __sl_groups.1, __sl_groups.2, toUInt64(0)) AS __sl_sid"
+            ),
+            "{}",
+            p.sql
+        );
+        assert!(
+            p.sql
+                .contains("GROUP BY __sl_group) AS s ON p.__sl_sid = s.series_id"),
+            "{}",
+            p.sql
+        );
         assert!(
             p.sql.contains("toJSONString(map('dc', s.tags['dc']))"),
             "{}",
@@ -639,6 +685,15 @@ mod tests {
         );
         assert!(!p.sql.contains("WITH FILL"), "{}", p.sql);
         assert!(p.sql.ends_with("LIMIT 0, 5 BY __sl_tags"), "{}", p.sql);
+        // Without buckets (in key order), or under tag conditions, per series.
+        for q in [
+            "SELECT max(value) FROM cpu GROUP BY dc",
+            "SELECT max(value) FROM cpu WHERE host = 'a' AND time > now() - 1h GROUP BY time(1m), dc",
+        ] {
+            let sql = plan_of(q).unwrap().unwrap().sql;
+            assert!(!sql.contains("__sl_groups"), "{sql}");
+            assert!(sql.contains("AS s ON p.__sl_sid = s.series_id"), "{sql}");
+        }
     }
 
     #[test]

@@ -10,7 +10,9 @@ pub const T0: i64 = 1_596_240_000;
 
 /// Points of database `g`: `cpu` (hosts h1-h3, h3 without `dc`; float `value`, integer `n`;
 /// every 10 s for 10 minutes, with holes: h1 has nothing in minute 4, h2 skips every seventh
-/// point) and `mem` (h1 only; integer `used`, float `free`).
+/// point, its last among them), `mem` (h1 only; integer `used`, float `free`) and `disk`
+/// (series whose last points differ by field and by series: h1's `free` ends 30 s before its
+/// `used`, h2 stops after 5 minutes).
 pub fn points() -> String {
     let mut lines = Vec::new();
     for i in 0..60i64 {
@@ -30,6 +32,19 @@ pub fn points() -> String {
                 value,
                 (i * hv) % 10,
                 i % 5 + hv
+            ));
+        }
+        let free = if i < 57 {
+            format!(",free={}.5", i % 9)
+        } else {
+            String::new()
+        };
+        lines.push(format!("disk,host=h1 used={}i{free} {t}", 100 + i % 13));
+        if i < 30 {
+            lines.push(format!(
+                "disk,host=h2 used={}i,free={}.5 {t}",
+                200 - i,
+                i % 4
             ));
         }
         if i % 2 == 0 {
@@ -90,6 +105,13 @@ pub fn queries() -> Vec<String> {
         format!("SELECT count(distinct(\"n\")) FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
         format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range}"),
         format!("SELECT last(\"value\") FROM \"cpu\" WHERE {range}"),
+        // The last point of whole series, read from the earliest of them on.
+        "SELECT last(\"value\") FROM \"cpu\" GROUP BY \"host\"".into(),
+        "SELECT last(\"used\"), last(\"free\") FROM \"disk\" GROUP BY \"host\"".into(),
+        "SELECT last(\"free\") FROM \"disk\"".into(),
+        format!("SELECT max(\"value\") - 1 FROM \"cpu\" WHERE {range}"),
+        format!("SELECT last(*) FROM \"disk\" WHERE {range} GROUP BY *"),
+        format!("SELECT last(\"value\") * 2 FROM \"cpu\" WHERE \"value\" < 50 AND {range} GROUP BY \"host\""),
         format!("SELECT max(\"value\") FROM \"cpu\" WHERE {range} GROUP BY \"host\""),
         format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(5m), * fill(none)"),
         format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(5m), \"host\" fill(none) SLIMIT 1"),
