@@ -69,7 +69,7 @@ impl Query<'_> {
             TAGS.to_string()
         };
         let inner = match self.mode {
-            Mode::Partial => {
+            Mode::Partial | Mode::Shape => {
                 return Ok(self.partial_states(&states, bucketing.as_ref(), two_phase, &floor))
             }
             Mode::Final(source) => {

@@ -114,8 +114,8 @@ pub fn select_of(q: &str, i: usize) -> Result<SelectStatement, String> {
     }
 }
 
-/// One measurement of a `SELECT` as a pod's share; `None` when the statement reads none of
-/// its fields.
+/// One measurement of a `SELECT` as a pod's share (`Mode::Partial`), or the share's columns
+/// alone (`Mode::Shape`); `None` when the statement reads none of its fields.
 #[allow(clippy::too_many_arguments)]
 pub fn select_sql(
     app: &App,
@@ -127,6 +127,7 @@ pub fn select_sql(
     tag_keys: &[String],
     now: i64,
     handed: &Handed,
+    mode: Mode,
 ) -> Result<Option<plan::Plan>, String> {
     let table = table_sql(app, &table_name(db, rp, measurement), fields, handed)?;
     let src = plan::Source {
@@ -136,7 +137,7 @@ pub fn select_sql(
         fields,
         tag_keys,
     };
-    plan::plan(sel, &src, now, Mode::Partial).map_err(|e| e.to_string())
+    plan::plan(sel, &src, now, mode).map_err(|e| e.to_string())
 }
 
 /// What a pod runs for a peer: the SQL, and the settings it runs with beyond the pool's (a
@@ -192,6 +193,7 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
                 tag_keys,
                 *now,
                 &handed,
+                Mode::Partial,
             )? {
                 Some(plan) => {
                     return Ok(Some(PartialSql {

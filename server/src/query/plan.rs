@@ -56,6 +56,10 @@ pub enum Mode<'a> {
     /// A pod's share for a gathering read: aggregate states per tags and bucket (`-State`), or
     /// the filtered points, in `Native`.
     Partial,
+    /// A share planned only for its columns (the gathering pod `DESCRIBE`s it): without what
+    /// only narrows or speeds the read (`last()`'s floor, numbered groups of series), whose
+    /// scalar subqueries the engine would run to describe it (the floor's scans every row).
+    Shape,
     /// The gathering pod's part over its peers' partials (`source`, a `url()` over them):
     /// `-Merge`, gaps, transforms, order and limits.
     Final(&'a str),
@@ -463,7 +467,7 @@ impl Query<'_> {
                 "SELECT {tags} AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {}, toJSONString(mapSort(s.tags)) AS {KEY} {from}",
                 cols.join(", ")
             ),
-            Mode::Partial => {
+            Mode::Partial | Mode::Shape => {
                 // A pod's first `OFFSET + LIMIT` points per series are all the final answer
                 // can take from it.
                 let limit = match (self.stmt.limit, transforms.is_empty()) {
@@ -550,6 +554,10 @@ mod tests {
     }
 
     fn plan_of(q: &str) -> Result<Option<Plan>, PlanError> {
+        plan_in(q, Mode::Whole)
+    }
+
+    fn plan_in(q: &str, mode: Mode) -> Result<Option<Plan>, PlanError> {
         let fields: BTreeMap<String, FieldType> = [
             ("value".to_string(), FieldType::Float),
             ("n".to_string(), FieldType::Integer),
@@ -563,7 +571,28 @@ mod tests {
             fields: &fields,
             tag_keys: &tags,
         };
-        plan(&select(q), &src, 1_000_000_000_000, Mode::Whole)
+        plan(&select(q), &src, 1_000_000_000_000, mode)
+    }
+
+    /// The gathering pod describes its own share for the columns the pods send: the engine
+    /// runs a plan's scalar subqueries to describe it, so that plan leaves out the floor of
+    /// `last()` (a scan of every row) and the numbering of groups, which change no column.
+    #[test]
+    fn a_share_described_for_its_columns_runs_no_scalar_subquery() {
+        for (q, marker) in [
+            ("SELECT last(value) FROM cpu GROUP BY host", "__sl_floor"),
+            (
+                "SELECT mean(value) FROM cpu WHERE time > now() - 1h GROUP BY time(1m), dc",
+                "__sl_groups",
+            ),
+        ] {
+            let share = plan_in(q, Mode::Partial).unwrap().unwrap();
+            let shape = plan_in(q, Mode::Shape).unwrap().unwrap();
+            assert!(share.sql.contains(marker), "{}", share.sql);
+            assert!(!shape.sql.contains(marker), "{}", shape.sql);
+            assert!(!shape.sql.contains("(SELECT min("), "{}", shape.sql);
+            assert_eq!(share.columns, shape.columns);
+        }
     }
 
     #[test]

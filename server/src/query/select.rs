@@ -123,6 +123,7 @@ fn select_gathered(
         one.tag_keys,
         ctx.now_ns,
         ctx.view.handed(),
+        plan::Mode::Shape,
     )?
     else {
         return Ok(None);

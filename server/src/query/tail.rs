@@ -12,7 +12,7 @@
 use sluice_influxql::Expr;
 
 use super::cond::{self, Operand};
-use super::plan::Query;
+use super::plan::{Mode, Query};
 
 impl Query<'_> {
     /// The fields whose last points the statement reads, when every aggregate call of it is
@@ -54,7 +54,7 @@ impl Query<'_> {
     /// series with no value of a field gives no time for it; when nothing is found at all
     /// the condition keeps every row (`ifNull`), and the statement finds nothing anyway.
     pub(super) fn tail_floor(&self, exprs: &[&Expr], bucketed: bool) -> Option<String> {
-        if bucketed {
+        if bucketed || matches!(self.mode, Mode::Shape) {
             return None;
         }
         let fields = self.last_of(exprs)?;
