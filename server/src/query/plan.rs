@@ -6,18 +6,21 @@
 //! (`LIMIT ... BY`). Every row of the answer is `(tags, time, value...)`: `tags` a JSON object
 //! of the series' grouping tags as text (it orders the series, as InfluxDB orders them by tag
 //! set), `time` in nanoseconds. Rust only cuts the rows into series ([`super::shape`]).
+//!
+//! This module holds what both kinds of statement share (the grouping, the series and the
+//! filter); the select list is expanded in `select_list`, aggregates are planned in
+//! [`super::aggregate`] (with `tail` and `groups` for two shapes of it), points in `raw`.
 
 use std::collections::BTreeMap;
 
 use sluice_core::names::{quote_ident, quote_str};
 use sluice_core::FieldType;
-use sluice_influxql::{
-    DataType, Dimension, Expr, Field, Literal, SelectStatement, SortOrder, WildcardType,
-};
+use sluice_influxql::{Dimension, Expr, SelectStatement, SortOrder};
 
 use super::cond::{self, Operand, Scope, TimeRange};
 use super::functions;
 use super::key_regex::SimpleRegex;
+use super::select_list::expand_fields;
 use super::PlanError;
 use crate::catalog::SERIES_TABLE;
 
@@ -203,7 +206,7 @@ impl Grouping {
     }
 
     /// Whether the series' tag `key` is a grouping key (and so not a column of `*`).
-    fn groups_by(&self, key: &str) -> bool {
+    pub(super) fn groups_by(&self, key: &str) -> bool {
         match self {
             Grouping::None => false,
             Grouping::Tags(t) => t.iter().any(|k| k == key),
@@ -225,101 +228,10 @@ impl Grouping {
     }
 }
 
-/// The select list with `*`, `*::field`, `*::tag` and `/regex/` replaced by the keys they
-/// stand for: fields and tags together in name order, grouping tags left out (InfluxDB's
-/// order and rule).
-fn expand_fields(
-    stmt: &SelectStatement,
-    src: &Source,
-    grouping: &Grouping,
-) -> Result<Vec<Field>, PlanError> {
-    let mut out = Vec::new();
-    for f in &stmt.fields {
-        let keys: Option<Vec<(String, DataType)>> = match &f.expr {
-            Expr::Wildcard(kind) => Some(wildcard_keys(src, grouping, *kind, None)),
-            Expr::Literal(Literal::Regex(re)) => {
-                let re = compile(re.as_str())?;
-                Some(wildcard_keys(src, grouping, None, Some(&re)))
-            }
-            Expr::Call { name, args } if args.first().is_some_and(is_wildcard) => {
-                // `mean(*)`: the function of every field it applies to, named `mean_<field>`.
-                let re = match &args[0] {
-                    Expr::Literal(Literal::Regex(re)) => Some(compile(re.as_str())?),
-                    _ => None,
-                };
-                let numeric_only = !matches!(name.as_str(), "count" | "first" | "last");
-                for (field, t) in src.fields {
-                    if re.as_ref().is_some_and(|r| !r.is_match(field))
-                        || (numeric_only
-                            && !matches!(
-                                t,
-                                FieldType::Float | FieldType::Integer | FieldType::UInteger
-                            ))
-                    {
-                        continue;
-                    }
-                    let mut call_args = args.clone();
-                    call_args[0] = Expr::VarRef {
-                        name: field.clone(),
-                        data_type: None,
-                    };
-                    out.push(Field {
-                        expr: Expr::Call {
-                            name: name.clone(),
-                            args: call_args,
-                        },
-                        alias: Some(format!("{name}_{field}")),
-                    });
-                }
-                continue;
-            }
-            _ => None,
-        };
-        match keys {
-            None => out.push(f.clone()),
-            Some(keys) => out.extend(keys.into_iter().map(|(name, t)| Field {
-                expr: Expr::VarRef {
-                    name,
-                    data_type: Some(t),
-                },
-                alias: None,
-            })),
-        }
-    }
-    Ok(out)
-}
-
-fn is_wildcard(e: &Expr) -> bool {
-    matches!(e, Expr::Wildcard(_) | Expr::Literal(Literal::Regex(_)))
-}
-
 /// A regex of the select list, compiled here only to filter key names (the engine runs every
 /// other regex).
-fn compile(re: &str) -> Result<SimpleRegex, PlanError> {
+pub(super) fn compile(re: &str) -> Result<SimpleRegex, PlanError> {
     SimpleRegex::new(re)
-}
-
-fn wildcard_keys(
-    src: &Source,
-    grouping: &Grouping,
-    kind: Option<WildcardType>,
-    re: Option<&SimpleRegex>,
-) -> Vec<(String, DataType)> {
-    let mut keys: Vec<(String, DataType)> = Vec::new();
-    if kind != Some(WildcardType::Tag) {
-        keys.extend(src.fields.keys().map(|k| (k.clone(), DataType::Field)));
-    }
-    if kind != Some(WildcardType::Field) {
-        keys.extend(
-            src.tag_keys
-                .iter()
-                .filter(|k| !grouping.groups_by(k) && !src.fields.contains_key(*k))
-                .map(|k| (k.clone(), DataType::Tag)),
-        );
-    }
-    keys.retain(|(k, _)| re.is_none_or(|r| r.is_match(k)));
-    keys.sort_by(|a, b| a.0.cmp(&b.0));
-    keys
 }
 
 fn has_call(e: &Expr) -> bool {
@@ -418,127 +330,6 @@ impl Query<'_> {
             Some(SortOrder::Descending) => " DESC",
             _ => "",
         }
-    }
-
-    /// Rows as they are: one per point with at least one selected field present.
-    fn raw(&self, exprs: &[&Expr]) -> Result<String, PlanError> {
-        let transforming = exprs.iter().any(|e| functions::is_raw_transform(e));
-        if self.stmt.group_by_time().is_some() && !transforming {
-            return Err(PlanError::Invalid(
-                "GROUP BY requires at least one aggregate function".into(),
-            ));
-        }
-        let mut cols = Vec::new();
-        let mut present = Vec::new();
-        let mut transforms = Vec::new();
-        for (i, e) in exprs.iter().enumerate() {
-            // `derivative("v", 1s)`: the field's points here, the transform over them after.
-            let e = match functions::transform_of(e, 1_000_000_000)? {
-                Some((t, _)) if self.stmt.group_by_time().is_some() => {
-                    return Err(PlanError::Invalid(format!(
-                        "aggregate function required inside the call to {}",
-                        t.name()
-                    )))
-                }
-                Some((t, field)) => {
-                    transforms.push((i, t));
-                    field
-                }
-                None => *e,
-            };
-            let (sql, tag) = self.raw_expr(e)?;
-            if !tag {
-                present.push(format!("{} IS NOT NULL", value_col(i)));
-            }
-            cols.push(format!("{sql} AS {}", value_col(i)));
-        }
-        let extra = if present.is_empty() {
-            vec![]
-        } else {
-            vec![format!("({})", present.join(" OR "))]
-        };
-        // Points of several series at one time come in series-key order, as InfluxDB merges
-        // them.
-        let dir = self.direction();
-        let tags = self.grouping.sql();
-        let from = self.tables_and_filter(true, &extra);
-        let points = match self.mode {
-            Mode::Whole => format!(
-                "SELECT {tags} AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {}, toJSONString(mapSort(s.tags)) AS {KEY} {from}",
-                cols.join(", ")
-            ),
-            Mode::Partial | Mode::Shape => {
-                // A pod's first `OFFSET + LIMIT` points per series are all the final answer
-                // can take from it.
-                let limit = match (self.stmt.limit, transforms.is_empty()) {
-                    (Some(l), true) => format!(
-                        " ORDER BY {TAGS}{dir}, {TIME}{dir}, {KEY}{dir} LIMIT {} BY {TAGS}",
-                        l.saturating_add(self.stmt.offset.unwrap_or(0))
-                    ),
-                    _ => String::new(),
-                };
-                return Ok(format!(
-                    "SELECT {tags} AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {}, toJSONString(mapSort(s.tags)) AS {KEY} {from}{limit}",
-                    cols.join(", ")
-                ));
-            }
-            Mode::Final(source) => {
-                let names: Vec<String> = (0..exprs.len()).map(value_col).collect();
-                format!("SELECT {TAGS}, {TIME}, {}, {KEY} FROM {source}", names.join(", "))
-            }
-        };
-        if transforms.is_empty() {
-            let names: Vec<String> = (0..exprs.len()).map(value_col).collect();
-            return Ok(format!(
-                "SELECT {TAGS}, {TIME}, {} FROM ({points}) ORDER BY {TAGS}{dir}, {TIME}{dir}, {KEY}{dir}{}",
-                names.join(", "),
-                self.limit_by()
-            ));
-        }
-        Ok(self.transformed(points, exprs.len(), &transforms))
-    }
-
-    /// `rows` (tags, time, values) with the transforms applied per series in time order;
-    /// rows where no transform has a value (a series' first point, a gap) are left out.
-    pub(super) fn transformed(
-        &self,
-        rows: String,
-        width: usize,
-        transforms: &[(usize, functions::Transform)],
-    ) -> String {
-        let cols: Vec<String> = (0..width)
-            .map(|i| {
-                let c = value_col(i);
-                match transforms.iter().find(|(j, _)| *j == i) {
-                    Some((_, t)) => format!("{} AS {c}", t.sql(&c)),
-                    None => c,
-                }
-            })
-            .collect();
-        let present: Vec<String> = transforms
-            .iter()
-            .map(|(i, _)| format!("{} IS NOT NULL", value_col(*i)))
-            .collect();
-        let dir = self.direction();
-        format!(
-            "SELECT * FROM (SELECT {TAGS}, {TIME}, {} FROM ({rows})) WHERE {} ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
-            cols.join(", "),
-            present.join(" OR "),
-            self.limit_by()
-        )
-    }
-
-    /// A select expression of a raw query; true when it reads a tag.
-    fn raw_expr(&self, e: &Expr) -> Result<(String, bool), PlanError> {
-        if let Expr::VarRef { name, data_type } = e {
-            if let Operand::Tag(t) = self.scope.resolve(name, *data_type) {
-                return Ok((format!("nullIf(s.tags[{}], '')", quote_str(&t)), true));
-            }
-        }
-        if let Expr::Literal(Literal::Regex(_)) | Expr::Wildcard(_) = e {
-            return Err(PlanError::Invalid(format!("invalid select field: {e}")));
-        }
-        Ok((cond::sql(e, self.scope, "s.tags")?, false))
     }
 }
 

@@ -1,0 +1,133 @@
+//! The raw half of a `SELECT` plan: the points as they are (one row per point with a selected
+//! field present), and transforms over them (`derivative("v")` without `GROUP BY time`).
+
+use sluice_core::names::quote_str;
+use sluice_influxql::{Expr, Literal};
+
+use super::cond::{self, Operand};
+use super::functions;
+use super::plan::{value_col, Mode, Query, KEY, TAGS, TIME};
+use super::PlanError;
+
+impl Query<'_> {
+    /// Rows as they are: one per point with at least one selected field present.
+    pub(super) fn raw(&self, exprs: &[&Expr]) -> Result<String, PlanError> {
+        let transforming = exprs.iter().any(|e| functions::is_raw_transform(e));
+        if self.stmt.group_by_time().is_some() && !transforming {
+            return Err(PlanError::Invalid(
+                "GROUP BY requires at least one aggregate function".into(),
+            ));
+        }
+        let mut cols = Vec::new();
+        let mut present = Vec::new();
+        let mut transforms = Vec::new();
+        for (i, e) in exprs.iter().enumerate() {
+            // `derivative("v", 1s)`: the field's points here, the transform over them after.
+            let e = match functions::transform_of(e, 1_000_000_000)? {
+                Some((t, _)) if self.stmt.group_by_time().is_some() => {
+                    return Err(PlanError::Invalid(format!(
+                        "aggregate function required inside the call to {}",
+                        t.name()
+                    )))
+                }
+                Some((t, field)) => {
+                    transforms.push((i, t));
+                    field
+                }
+                None => *e,
+            };
+            let (sql, tag) = self.raw_expr(e)?;
+            if !tag {
+                present.push(format!("{} IS NOT NULL", value_col(i)));
+            }
+            cols.push(format!("{sql} AS {}", value_col(i)));
+        }
+        let extra = if present.is_empty() {
+            vec![]
+        } else {
+            vec![format!("({})", present.join(" OR "))]
+        };
+        // Points of several series at one time come in series-key order, as InfluxDB merges
+        // them.
+        let dir = self.direction();
+        let tags = self.grouping.sql();
+        let from = self.tables_and_filter(true, &extra);
+        let points = match self.mode {
+            Mode::Whole => format!(
+                "SELECT {tags} AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {}, toJSONString(mapSort(s.tags)) AS {KEY} {from}",
+                cols.join(", ")
+            ),
+            Mode::Partial | Mode::Shape => {
+                // A pod's first `OFFSET + LIMIT` points per series are all the final answer
+                // can take from it.
+                let limit = match (self.stmt.limit, transforms.is_empty()) {
+                    (Some(l), true) => format!(
+                        " ORDER BY {TAGS}{dir}, {TIME}{dir}, {KEY}{dir} LIMIT {} BY {TAGS}",
+                        l.saturating_add(self.stmt.offset.unwrap_or(0))
+                    ),
+                    _ => String::new(),
+                };
+                return Ok(format!(
+                    "SELECT {tags} AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {}, toJSONString(mapSort(s.tags)) AS {KEY} {from}{limit}",
+                    cols.join(", ")
+                ));
+            }
+            Mode::Final(source) => {
+                let names: Vec<String> = (0..exprs.len()).map(value_col).collect();
+                format!("SELECT {TAGS}, {TIME}, {}, {KEY} FROM {source}", names.join(", "))
+            }
+        };
+        if transforms.is_empty() {
+            let names: Vec<String> = (0..exprs.len()).map(value_col).collect();
+            return Ok(format!(
+                "SELECT {TAGS}, {TIME}, {} FROM ({points}) ORDER BY {TAGS}{dir}, {TIME}{dir}, {KEY}{dir}{}",
+                names.join(", "),
+                self.limit_by()
+            ));
+        }
+        Ok(self.transformed(points, exprs.len(), &transforms))
+    }
+
+    /// `rows` (tags, time, values) with the transforms applied per series in time order;
+    /// rows where no transform has a value (a series' first point, a gap) are left out.
+    pub(super) fn transformed(
+        &self,
+        rows: String,
+        width: usize,
+        transforms: &[(usize, functions::Transform)],
+    ) -> String {
+        let cols: Vec<String> = (0..width)
+            .map(|i| {
+                let c = value_col(i);
+                match transforms.iter().find(|(j, _)| *j == i) {
+                    Some((_, t)) => format!("{} AS {c}", t.sql(&c)),
+                    None => c,
+                }
+            })
+            .collect();
+        let present: Vec<String> = transforms
+            .iter()
+            .map(|(i, _)| format!("{} IS NOT NULL", value_col(*i)))
+            .collect();
+        let dir = self.direction();
+        format!(
+            "SELECT * FROM (SELECT {TAGS}, {TIME}, {} FROM ({rows})) WHERE {} ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
+            cols.join(", "),
+            present.join(" OR "),
+            self.limit_by()
+        )
+    }
+
+    /// A select expression of a raw query; true when it reads a tag.
+    fn raw_expr(&self, e: &Expr) -> Result<(String, bool), PlanError> {
+        if let Expr::VarRef { name, data_type } = e {
+            if let Operand::Tag(t) = self.scope.resolve(name, *data_type) {
+                return Ok((format!("nullIf(s.tags[{}], '')", quote_str(&t)), true));
+            }
+        }
+        if let Expr::Literal(Literal::Regex(_)) | Expr::Wildcard(_) = e {
+            return Err(PlanError::Invalid(format!("invalid select field: {e}")));
+        }
+        Ok((cond::sql(e, self.scope, "s.tags")?, false))
+    }
+}
