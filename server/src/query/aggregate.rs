@@ -84,27 +84,15 @@ impl Query<'_> {
                 )
             }
             Mode::Whole if two_phase => {
-                let (bucket, by_bucket, time) = match &bucketing {
-                    Some(_) => (
-                        format!(", {time} AS {TIME}"),
-                        format!(", {TIME}"),
-                        format!("p.{TIME}"),
-                    ),
-                    None => (String::new(), String::new(), time),
+                let time = match &bucketing {
+                    Some(_) => format!("p.{TIME}"),
+                    None => time,
                 };
-                let g = self.groups(bucketing.is_some());
-                let partial = format!(
-                    "{}SELECT {} AS {SID}{bucket}, {} {} GROUP BY {SID}{by_bucket}",
-                    g.with,
-                    g.key,
-                    states.state_columns().join(", "),
-                    self.tables_and_filter(false, &floor)
-                );
+                let first = self.first_phase(&states, bucketing.as_ref(), &floor);
                 format!(
-                    "SELECT {} AS {TAGS}, {time} AS {TIME}, {} FROM ({partial}) AS p INNER JOIN ({}) AS s ON p.{SID} = s.series_id GROUP BY {keys}",
+                    "SELECT {} AS {TAGS}, {time} AS {TIME}, {} FROM {first} GROUP BY {keys}",
                     self.grouping.sql(),
                     cols.join(", "),
-                    g.tags
                 )
             }
             Mode::Whole => {
@@ -183,23 +171,15 @@ impl Query<'_> {
         };
         let tags = self.grouping.sql();
         if per_series {
-            let g = self.groups(bucketing.is_some());
-            let partial = format!(
-                "{}SELECT {} AS {SID}{bucket}, {} {} GROUP BY {SID}{by_bucket}",
-                g.with,
-                g.key,
-                states.state_columns().join(", "),
-                self.tables_and_filter(false, floor)
-            );
+            let first = self.first_phase(states, bucketing, floor);
             let time = if bucketing.is_some() {
                 format!(", p.{TIME} AS {TIME}")
             } else {
                 String::new()
             };
             return format!(
-                "SELECT {tags} AS {TAGS}{time}, {} FROM ({partial}) AS p INNER JOIN ({}) AS s ON p.{SID} = s.series_id GROUP BY {TAGS}{by_bucket}",
+                "SELECT {tags} AS {TAGS}{time}, {} FROM {first} GROUP BY {TAGS}{by_bucket}",
                 states.merge_state_columns().join(", "),
-                g.tags
             );
         }
         let join = self.grouping.tagged() || self.filter.rows_use_tags;
@@ -207,6 +187,32 @@ impl Query<'_> {
             "SELECT {tags} AS {TAGS}{bucket}, {} {} GROUP BY {TAGS}{by_bucket}",
             states.state_columns().join(", "),
             self.tables_and_filter(join, floor)
+        )
+    }
+
+    /// The first phase of a two-phase aggregate: its states per series (or group of series,
+    /// [`Query::groups`]) and bucket as `p`, joined to their tags as `s`.
+    fn first_phase(
+        &self,
+        states: &functions::States,
+        bucketing: Option<&Bucketing>,
+        floor: &[String],
+    ) -> String {
+        let (bucket, by_bucket) = match bucketing {
+            Some(b) => (
+                format!(", {} AS {TIME}", b.bucket_sql()),
+                format!(", {TIME}"),
+            ),
+            None => (String::new(), String::new()),
+        };
+        let g = self.groups(bucketing.is_some());
+        format!(
+            "({}SELECT {} AS {SID}{bucket}, {} {} GROUP BY {SID}{by_bucket}) AS p INNER JOIN ({}) AS s ON p.{SID} = s.series_id",
+            g.with,
+            g.key,
+            states.state_columns().join(", "),
+            self.tables_and_filter(false, floor),
+            g.tags
         )
     }
 

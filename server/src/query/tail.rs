@@ -54,7 +54,8 @@ impl Query<'_> {
     /// series with no value of a field gives no time for it; when nothing is found at all
     /// the condition keeps every row (`ifNull`), and the statement finds nothing anyway.
     pub(super) fn tail_floor(&self, exprs: &[&Expr], bucketed: bool) -> Option<String> {
-        if bucketed || matches!(self.mode, Mode::Shape) {
+        // Only where the plan reads the table, and not for a share planned for its columns.
+        if bucketed || !matches!(self.mode, Mode::Whole | Mode::Partial) {
             return None;
         }
         let fields = self.last_of(exprs)?;
