@@ -162,13 +162,7 @@ impl Query<'_> {
         per_series: bool,
         floor: &[String],
     ) -> String {
-        let (bucket, by_bucket) = match bucketing {
-            Some(b) => (
-                format!(", {} AS {TIME}", b.bucket_sql()),
-                format!(", {TIME}"),
-            ),
-            None => (String::new(), String::new()),
-        };
+        let (bucket, by_bucket) = bucket_columns(bucketing);
         let tags = self.grouping.sql();
         if per_series {
             let first = self.first_phase(states, bucketing, floor);
@@ -198,13 +192,7 @@ impl Query<'_> {
         bucketing: Option<&Bucketing>,
         floor: &[String],
     ) -> String {
-        let (bucket, by_bucket) = match bucketing {
-            Some(b) => (
-                format!(", {} AS {TIME}", b.bucket_sql()),
-                format!(", {TIME}"),
-            ),
-            None => (String::new(), String::new()),
-        };
+        let (bucket, by_bucket) = bucket_columns(bucketing);
         let g = self.groups(bucketing.is_some());
         format!(
             "({}SELECT {} AS {SID}{bucket}, {} {} GROUP BY {SID}{by_bucket}) AS p INNER JOIN ({}) AS s ON p.{SID} = s.series_id",
@@ -320,5 +308,17 @@ impl Query<'_> {
             }
         }
         Ok(Some(b))
+    }
+}
+
+/// The bucket as a selected column and as a grouping key (`, ... AS __sl_t`, `, __sl_t`), or
+/// nothing without buckets.
+fn bucket_columns(bucketing: Option<&Bucketing>) -> (String, String) {
+    match bucketing {
+        Some(b) => (
+            format!(", {} AS {TIME}", b.bucket_sql()),
+            format!(", {TIME}"),
+        ),
+        None => (String::new(), String::new()),
     }
 }
