@@ -64,6 +64,8 @@ pub struct App {
     pub cluster: crate::cluster::Cluster,
     /// The tenant's catalog as last gathered (see [`crate::query::gather::VIEW_TTL`]).
     pub views: crate::query::gather::ViewCache,
+    /// The columns of the shares this pod has gathered (see [`crate::query::shapes`]).
+    pub shapes: crate::query::shapes::Shapes,
     /// Requests in flight and their memory (see [`crate::http::Admission`]).
     pub admission: crate::http::Admission,
     /// The threads that inflate and parse request bodies (see [`crate::parse_pool`]).
@@ -224,6 +226,7 @@ impl App {
             tokens,
             cluster,
             views: Default::default(),
+            shapes: Default::default(),
             admission: crate::http::Admission::new(
                 cfg.limits.max_requests_in_flight,
                 cfg.limits.request_memory_bytes.0,

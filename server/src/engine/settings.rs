@@ -82,6 +82,16 @@ pub fn reader_settings(q: &QueryConfig) -> Vec<String> {
         "--result_overflow_mode=throw".into(),
         format!("--os_threads_nice_value_query={READER_NICE}"),
         "--max_threads=2".into(),
+        // No JIT compilation of expressions, aggregate functions or sort keys: chDB compiles
+        // an expression on the query thread the third time it sees it, and that query waits
+        // 10-70 ms for the compiler (a one-host query took 86 ms on its fourth run instead of
+        // 14-18). Every new shape pays it once per process: a new `GROUP BY time()` interval
+        // (Grafana's changes with the zoom), aggregate or offset. Compiled code made no
+        // difference beyond the run-to-run spread once warm, even over 50 M points
+        // (bench/README, "No JIT for reads").
+        "--compile_expressions=0".into(),
+        "--compile_aggregate_expressions=0".into(),
+        "--compile_sort_description=0".into(),
     ]
 }
 

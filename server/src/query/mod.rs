@@ -23,6 +23,7 @@ mod raw;
 pub mod select;
 mod select_list;
 pub mod shape;
+pub mod shapes;
 pub mod show;
 mod tail;
 pub mod time;

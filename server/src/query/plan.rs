@@ -61,7 +61,9 @@ pub enum Mode<'a> {
     Partial,
     /// A share planned only for its columns (the gathering pod `DESCRIBE`s it): without what
     /// only narrows or speeds the read (`last()`'s floor, numbered groups of series), whose
-    /// scalar subqueries the engine would run to describe it (the floor's scans every row).
+    /// scalar subqueries the engine would run to describe it (the floor's scans every row),
+    /// and without the time range, so that one description serves every range
+    /// ([`super::gather::Shapes`]).
     Shape,
     /// The gathering pod's part over its peers' partials (`source`, a `url()` over them):
     /// `-Merge`, gaps, transforms, order and limits.
@@ -134,7 +136,12 @@ pub fn plan(
     let aggregate = exprs
         .iter()
         .any(|e| has_call(e) && !functions::is_raw_transform(e));
-    let filter = cond::split(stmt.condition.as_ref(), &scope)?;
+    let mut filter = cond::split(stmt.condition.as_ref(), &scope)?;
+    if matches!(mode, Mode::Shape) {
+        // The time range narrows the rows and changes no column: without it a dashboard's
+        // refreshes plan the same shape, which the gathering pod then describes only once.
+        filter.range = TimeRange::default();
+    }
     let q = Query {
         stmt,
         src,
@@ -384,6 +391,40 @@ mod tests {
             assert!(!shape.sql.contains("(SELECT min("), "{}", shape.sql);
             assert_eq!(share.columns, shape.columns);
         }
+    }
+
+    /// A dashboard's refresh moves the time range; the share's columns stay, and so does the
+    /// shape the gathering pod describes (and keeps described).
+    #[test]
+    fn a_share_described_for_its_columns_is_the_same_for_every_time_range() {
+        let q = |range: &str| {
+            format!("SELECT mean(value), last(n) FROM cpu WHERE host = 'a' AND {range} GROUP BY time(1m), dc fill(0)")
+        };
+        let a = q("time >= 1000000000000ms AND time <= 1000003600000ms");
+        let b = q("time > now() - 6h");
+        let (shape_a, shape_b) = (
+            plan_in(&a, Mode::Shape).unwrap().unwrap(),
+            plan_in(&b, Mode::Shape).unwrap().unwrap(),
+        );
+        assert_eq!(shape_a.sql, shape_b.sql);
+        assert!(!shape_a.sql.contains("m.time >="), "{}", shape_a.sql);
+        let share = plan_in(&a, Mode::Partial).unwrap().unwrap();
+        assert!(
+            share
+                .sql
+                .contains("m.time >= fromUnixTimestamp64Nano(toInt64(1000000000000000000))"),
+            "{}",
+            share.sql
+        );
+        assert_eq!(share.columns, shape_a.columns);
+        // Without buckets the time column is the range's start, a constant of the same type.
+        let a = plan_in("SELECT mean(value) FROM cpu WHERE time >= 5s", Mode::Shape)
+            .unwrap()
+            .unwrap();
+        let b = plan_in("SELECT mean(value) FROM cpu WHERE time >= 9s", Mode::Shape)
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.sql, b.sql);
     }
 
     #[test]

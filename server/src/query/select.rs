@@ -128,14 +128,16 @@ fn select_gathered(
     else {
         return Ok(None);
     };
-    let columns = fetch_as(
-        ctx.app,
-        &ctx.budget,
-        Readers::Local,
-        &format!("DESCRIBE TABLE ({})", own.sql),
-        false,
-    )?;
-    let structure = gather::structure_of(&columns);
+    let structure = ctx.app.shapes.structure(&own.sql, || {
+        let columns = fetch_as(
+            ctx.app,
+            &ctx.budget,
+            Readers::Local,
+            &format!("DESCRIBE TABLE ({})", own.sql),
+            false,
+        )?;
+        Ok(gather::structure_of(&columns))
+    })?;
     let what = Partial::Select {
         q: ctx.req.q.to_string(),
         statement: one.statement,
