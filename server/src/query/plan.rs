@@ -63,7 +63,7 @@ pub enum Mode<'a> {
     /// only narrows or speeds the read (`last()`'s floor, numbered groups of series), whose
     /// scalar subqueries the engine would run to describe it (the floor's scans every row),
     /// and without the time range, so that one description serves every range
-    /// ([`super::gather::Shapes`]).
+    /// ([`super::shapes::Shapes`]).
     Shape,
     /// The gathering pod's part over its peers' partials (`source`, a `url()` over them):
     /// `-Merge`, gaps, transforms, order and limits.
