@@ -12,7 +12,7 @@
 //! series, and numbering them costs a third read of the series table (8 hosts per minute
 //! over an hour: 53-64 ms per series, 61-71 ms in groups).
 
-use super::plan::{Mode, Query};
+use super::plan::Query;
 
 /// The first phase's key, and the table that gives each key its tags (columns `series_id`
 /// and `tags`, as the series table has them).
@@ -27,7 +27,7 @@ pub(super) struct Groups {
 impl Query<'_> {
     pub(super) fn groups(&self, bucketed: bool) -> Groups {
         let series = self.series_sql();
-        if !bucketed || !self.filter.series.is_empty() || matches!(self.mode, Mode::Shape) {
+        if !bucketed || !self.filter.series.is_empty() || !self.mode.reads_rows() {
             return Groups {
                 with: String::new(),
                 key: "m.series_id".into(),

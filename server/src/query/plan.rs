@@ -70,6 +70,14 @@ pub enum Mode<'a> {
     Final(&'a str),
 }
 
+impl Mode<'_> {
+    /// Whether the plan reads this pod's rows, so that what only narrows or speeds the read
+    /// (`last()`'s floor, numbered groups of series) is worth building.
+    pub(super) fn reads_rows(self) -> bool {
+        matches!(self, Mode::Whole | Mode::Partial)
+    }
+}
+
 /// Column of a raw partial that orders points of one time by series, as InfluxDB merges them.
 pub(super) const KEY: &str = "__sl_key";
 

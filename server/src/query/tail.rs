@@ -12,7 +12,7 @@
 use sluice_influxql::Expr;
 
 use super::cond::{self, Operand};
-use super::plan::{Mode, Query};
+use super::plan::Query;
 
 impl Query<'_> {
     /// The fields whose last points the statement reads, when every aggregate call of it is
@@ -54,8 +54,7 @@ impl Query<'_> {
     /// series with no value of a field gives no time for it; when nothing is found at all
     /// the condition keeps every row (`ifNull`), and the statement finds nothing anyway.
     pub(super) fn tail_floor(&self, exprs: &[&Expr], bucketed: bool) -> Option<String> {
-        // Only where the plan reads the table, and not for a share planned for its columns.
-        if bucketed || !matches!(self.mode, Mode::Whole | Mode::Partial) {
+        if bucketed || !self.mode.reads_rows() {
             return None;
         }
         let fields = self.last_of(exprs)?;
