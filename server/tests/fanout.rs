@@ -90,8 +90,11 @@ fn three_pods_answer_every_query_as_one_pod_holding_everything() {
     let mem = body.lines().filter(|l| l.starts_with("mem")).count();
     one.wait_sql("SELECT count() FROM g_autogen_cpu", &cpu.to_string());
     one.wait_sql("SELECT count() FROM g_autogen_mem", &mem.to_string());
+    let live = body.lines().filter(|l| l.starts_with("live")).count();
+    one.wait_sql("SELECT count() FROM g_autogen_live", &live.to_string());
     wait_total(&tenant, "g_autogen_cpu", cpu);
     wait_total(&tenant, "g_autogen_mem", mem);
+    wait_total(&tenant, "g_autogen_live", live);
 
     let mut failures = Vec::new();
     let all = queries();

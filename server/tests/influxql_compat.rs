@@ -36,6 +36,8 @@ fn influxql_answers_match_influxdb_1_8() {
         std::thread::sleep(Duration::from_millis(100));
     }
     sluice.wait_sql("SELECT count() FROM g_autogen_mem", "30");
+    let live = body.lines().filter(|l| l.starts_with("live")).count();
+    sluice.wait_sql("SELECT count() FROM g_autogen_live", &live.to_string());
 
     let influx_get = |p: &str| influxd.request("GET", p, &[], b"");
     let sluice_get = |p: &str| sluice.request("GET", p, &[], b"");

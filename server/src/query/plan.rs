@@ -486,8 +486,41 @@ mod tests {
         let p = sql("SELECT last(value) FROM cpu WHERE n > 2 GROUP BY host");
         assert_eq!(p.matches(floor).count(), 1, "{p}");
         assert!(p.contains("maxIfOrNull(m.time, m.`value` IS NOT NULL) AS __sl_last0"));
-        // The first pass keeps the statement's own conditions.
-        assert_eq!(p.matches("m.`n` > 2").count(), 2, "{p}");
+        // Every read of the first pass keeps the statement's own conditions: the last 15
+        // minutes, the series with a recent value found there (twice: counted, then listed)
+        // and the rows of the others; the aggregation the fifth.
+        assert_eq!(p.matches("m.`n` > 2").count(), 5, "{p}");
+        let recent = format!(
+            "m.time >= fromUnixTimestamp64Nano(toInt64({}))",
+            1_000_000_000_000i64 - 15 * 60 * 1_000_000_000
+        );
+        assert_eq!(p.matches(&recent).count(), 3, "{p}");
+        assert!(
+            p.contains("GROUP BY m.series_id UNION ALL SELECT maxIfOrNull("),
+            "{p}"
+        );
+        assert!(
+            p.contains("HAVING countIf(m.`value` IS NOT NULL) > 0)"),
+            "{p}"
+        );
+        // The others by id while they are at most half the series, else every row.
+        assert!(
+            p.contains("m.series_id IN (SELECT series_id FROM (SELECT series_id, tags FROM `sluice_series` FINAL WHERE db = 'db' AND measurement = 'cpu') WHERE series_id NOT IN"),
+            "{p}"
+        );
+        assert!(p.contains(") * 2 > (SELECT count() FROM ("), "{p}");
+        let p = sql("SELECT last(value), last(n) FROM cpu WHERE host = 'a'");
+        assert!(
+            p.contains(
+                "HAVING countIf(m.`n` IS NOT NULL) > 0 AND countIf(m.`value` IS NOT NULL) > 0"
+            ),
+            "{p}"
+        );
+        // The series the statement's tags select, and no other, count as the others.
+        assert!(
+            p.contains("measurement = 'cpu' AND (tags['host'] = 'a')) WHERE series_id NOT IN"),
+            "{p}"
+        );
         let p = sql("SELECT last(value) * 2, last(n) FROM cpu");
         assert!(p.contains("arrayJoin([__sl_last0, __sl_last1])"), "{p}");
         assert!(sql("SELECT last(*) FROM cpu").contains(floor));

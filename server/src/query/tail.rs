@@ -3,16 +3,27 @@
 //! A dashboard's "last value of every host" has no time buckets, so every series' last point
 //! is found by reading all of its rows: 10,000 series of 5,000 points took 1.2-1.7 s, where
 //! InfluxDB 1.8 reads the end of each series in about 0.5 s. The last point of every series
-//! is at or after the earliest of those last points, so a first pass finds that time (the
-//! `max(time)` of each series, a cheap column scan) and the aggregation reads only the rows
-//! from there on. When every series is recent that is a few rows per series; a series that
-//! stopped long ago moves the floor back, and the read costs what it did without it. The
-//! answer is the same either way: the floor never excludes a series' last point.
+//! is at or after the earliest of those last points (the floor), so a first pass finds that
+//! time and the aggregation reads only the rows from there on. When every series is recent
+//! that is a few rows per series; a series that stopped long ago moves the floor back, and the
+//! read costs what it did without it. The answer is the same either way: the floor never
+//! excludes a series' last point.
+//!
+//! The first pass itself reads the last [`RECENT`] only, for the series that have every field
+//! there (a live series' last points are recent): over all 50 M rows of a pod it took 83 ms,
+//! over the last 15 minutes 11-16 ms. Only the other series of the statement (stopped, or
+//! without a recent value of a field) are read in full, found by id through the primary key;
+//! when they are most of the series, a plain scan of every row is cheaper than looking each
+//! row's series up, and the first pass reads every row as before.
 
 use sluice_influxql::Expr;
 
 use super::cond::{self, Operand};
 use super::plan::Query;
+
+/// How far back the first pass looks for the series' last points before it reads a series in
+/// full: agents report every 10 s to a minute, so a live series has points here.
+const RECENT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 impl Query<'_> {
     /// The fields whose last points the statement reads, when every aggregate call of it is
@@ -53,6 +64,9 @@ impl Query<'_> {
     /// (a series whose last `b` is older than its last `a` moves the floor to that `b`). A
     /// series with no value of a field gives no time for it; when nothing is found at all
     /// the condition keeps every row (`ifNull`), and the statement finds nothing anyway.
+    /// The times come from the last [`RECENT`] of every series and from all rows of the
+    /// series without each field there: every time either part finds is a true last point
+    /// of a field, and every series' last points are found by one of them.
     pub(super) fn tail_floor(&self, exprs: &[&Expr], bucketed: bool) -> Option<String> {
         if bucketed || !self.mode.reads_rows() {
             return None;
@@ -63,12 +77,33 @@ impl Query<'_> {
             .enumerate()
             .map(|(i, x)| format!("maxIfOrNull(m.time, {x} IS NOT NULL) AS __sl_last{i}"))
             .collect();
+        let lasts = lasts.join(", ");
         let names: Vec<String> = (0..fields.len()).map(|i| format!("__sl_last{i}")).collect();
-        let from = self.tables_and_filter(self.filter.rows_use_tags, &[]);
+        let join = self.filter.rows_use_tags;
+        let recent = format!(
+            "m.time >= fromUnixTimestamp64Nano(toInt64({}))",
+            self.scope.now_ns.saturating_sub(RECENT.as_nanos() as i64)
+        );
+        // Series with a recent value of every field: their last points are all recent.
+        let has_all: Vec<String> = fields
+            .iter()
+            .map(|x| format!("countIf({x} IS NOT NULL) > 0"))
+            .collect();
+        let complete = format!(
+            "SELECT m.series_id {} GROUP BY m.series_id HAVING {}",
+            self.tables_and_filter(join, std::slice::from_ref(&recent)),
+            has_all.join(" AND ")
+        );
+        let series = self.series_sql();
+        let older = format!("SELECT series_id FROM ({series}) WHERE series_id NOT IN ({complete})");
+        let older_rows = format!(
+            "if((SELECT count() FROM ({older})) * 2 > (SELECT count() FROM ({series})), 1, m.series_id IN ({older}))"
+        );
         Some(format!(
-            "ifNull(m.time >= (SELECT min(__sl_floor) FROM (SELECT arrayJoin([{}]) AS __sl_floor FROM (SELECT {} {from} GROUP BY m.series_id))), 1)",
+            "ifNull(m.time >= (SELECT min(__sl_floor) FROM (SELECT arrayJoin([{}]) AS __sl_floor FROM (SELECT {lasts} {} GROUP BY m.series_id UNION ALL SELECT {lasts} {} GROUP BY m.series_id))), 1)",
             names.join(", "),
-            lasts.join(", ")
+            self.tables_and_filter(join, &[recent]),
+            self.tables_and_filter(join, &[older_rows]),
         ))
     }
 }

@@ -55,7 +55,48 @@ pub fn points() -> String {
             ));
         }
     }
+    lines.extend(live_points());
     lines.join("\n")
+}
+
+/// `live`: series whose last points are recent and old, for `last()`'s first pass, which
+/// reads the last minutes of every series and only the others in full. Host `a` has both
+/// fields in the last 5 minutes, `b` only `v` there (its last `w` is an hour old), `c`
+/// stopped two hours ago and `d` in 2020.
+fn live_points() -> Vec<String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs() as i64
+        / 10
+        * 10;
+    let mut lines = Vec::new();
+    for i in 0..30i64 {
+        lines.push(format!(
+            "live,host=a v={i}.5,w={}i {}",
+            100 - i,
+            now - 10 * i
+        ));
+        lines.push(format!("live,host=b v={}.25 {}", 40 + i, now - 10 * i));
+    }
+    for i in 0..10i64 {
+        lines.push(format!(
+            "live,host=b w={}i {}",
+            200 + i,
+            now - 3600 - 10 * i
+        ));
+        lines.push(format!(
+            "live,host=c v={i}.75,w={i}i {}",
+            now - 7200 - 10 * i
+        ));
+        lines.push(format!(
+            "live,host=d v={}.5,w={}i {}",
+            9 - i,
+            50 + i,
+            T0 + 10 * i
+        ));
+    }
+    lines
 }
 
 pub fn ms(s: i64) -> String {
@@ -109,6 +150,14 @@ pub fn queries() -> Vec<String> {
         "SELECT last(\"value\") FROM \"cpu\" GROUP BY \"host\"".into(),
         "SELECT last(\"used\"), last(\"free\") FROM \"disk\" GROUP BY \"host\"".into(),
         "SELECT last(\"free\") FROM \"disk\"".into(),
+        "SELECT last(\"v\") FROM \"live\" GROUP BY \"host\"".into(),
+        "SELECT last(\"v\"), last(\"w\") FROM \"live\" GROUP BY \"host\"".into(),
+        "SELECT last(\"w\") FROM \"live\"".into(),
+        "SELECT last(*) FROM \"live\" GROUP BY *".into(),
+        "SELECT last(\"v\") FROM \"live\" WHERE \"host\" = 'a' OR \"host\" = 'b'".into(),
+        "SELECT last(\"v\"), last(\"w\") FROM \"live\" WHERE \"host\" = 'a' OR \"host\" = 'b' GROUP BY \"host\"".into(),
+        "SELECT last(\"v\") FROM \"live\" WHERE \"host\" != 'd' GROUP BY \"host\"".into(),
+        "SELECT last(\"w\") FROM \"live\" WHERE time > now() - 90m GROUP BY \"host\"".into(),
         format!("SELECT max(\"value\") - 1 FROM \"cpu\" WHERE {range}"),
         format!("SELECT last(*) FROM \"disk\" WHERE {range} GROUP BY *"),
         format!("SELECT last(\"value\") * 2 FROM \"cpu\" WHERE \"value\" < 50 AND {range} GROUP BY \"host\""),
