@@ -3,7 +3,7 @@
 //! catalog's field types, answered in InfluxDB's column layouts (Grafana reads them by
 //! position: `["name"]`, `["tagKey"]`, `["key","value"]`, `["fieldKey","fieldType"]`).
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use sluice_core::names::{quote_ident, quote_str};
 use sluice_core::FieldType;
 use sluice_influxql::{Expr, Measurement, MeasurementName, SortOrder, TagKeyFilter};
@@ -176,11 +176,15 @@ pub fn series_cardinality_sql(from: &str, filter: &str) -> String {
 
 /// A series of the answer without tags.
 pub fn series(name: Option<&str>, columns: &[&str], values: Vec<Value>) -> Value {
-    let mut s = json!({ "columns": columns, "values": values });
-    if let Some(n) = name {
-        s["name"] = Value::from(n);
+    let columns = Value::Array(columns.iter().map(|c| Value::from(*c)).collect());
+    match name {
+        Some(n) => super::answer::object([
+            ("name", Value::from(n)),
+            ("columns", columns),
+            ("values", Value::Array(values)),
+        ]),
+        None => super::answer::object([("columns", columns), ("values", Value::Array(values))]),
     }
-    s
 }
 
 /// Applies `LIMIT`/`OFFSET` to one series' values, as InfluxDB does per measurement.

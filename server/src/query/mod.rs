@@ -183,7 +183,7 @@ fn run_once(app: &App, req: &Request) -> Answer {
                 .map(|id| answer::result_error(id, &msg))
                 .collect();
             return Answer::Results {
-                body: json!({ "results": results }),
+                body: answer::object([("results", Value::Array(results))]),
                 missing: vec![],
             };
         }
@@ -207,7 +207,7 @@ fn run_once(app: &App, req: &Request) -> Answer {
         }
     }
     Answer::Results {
-        body: json!({ "results": results }),
+        body: answer::object([("results", Value::Array(results))]),
         missing,
     }
 }
@@ -223,7 +223,10 @@ fn with_series(id: usize, series: Vec<Value>) -> Value {
     if series.is_empty() {
         json!({ "statement_id": id })
     } else {
-        json!({ "statement_id": id, "series": series })
+        answer::object([
+            ("statement_id", Value::from(id)),
+            ("series", Value::Array(series)),
+        ])
     }
 }
 
