@@ -112,6 +112,9 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         Ok(Err(msg)) => return error(StatusCode::BAD_REQUEST, msg),
         Err(e) => return task_failed(e),
     };
+    // What a share became, for `SLUICE_LOG=sluice_server::http=debug`, as the gathering pod
+    // logs its own planned queries.
+    tracing::debug!(%sql, "planned share");
     let sql = format!("{sql} FORMAT Native");
     let native = |body| {
         (
