@@ -1,8 +1,8 @@
 //! How many threads a query gets under the default memory budget. chDB lowers a query's
 //! threads to its engine's free memory over `max_threads_min_free_memory_per_thread`; at
 //! chDB's default (1 GiB a thread) every query of the 1 GiB budget (an engine limit of 435 MiB)
-//! ran on one thread. Planned InfluxQL reads lower it to half a query's memory; a client's
-//! `/sql` keeps chDB's rule. Its own binary: chDB allows one data path per process, and the
+//! ran on one thread. Planned InfluxQL reads lower it to half a query's memory, and so do the
+//! reads that gather the pods' shares (one thread per pod); a client's `/sql` keeps chDB's rule. Its own binary: chDB allows one data path per process, and the
 //! limit is the process's.
 
 use sluice_core::config::ServerConfig;
@@ -27,6 +27,13 @@ fn default_budget_planned_reads_use_two_threads_and_sql_one() {
         &cfg.query,
         Some(plan.engine_memory_bytes()),
     )
+    .unwrap()
+    .with_gatherers(
+        1,
+        &cfg.query,
+        cfg.cluster.connect_timeout,
+        cfg.cluster.receive_timeout,
+    )
     .unwrap();
     engine
         .execute("CREATE TABLE t (k UInt64, v Float64) ENGINE = MergeTree ORDER BY k")
@@ -38,11 +45,11 @@ fn default_budget_planned_reads_use_two_threads_and_sql_one() {
             ))
             .unwrap();
     }
-    let pipeline = |settings: &ReadSettings, sql: &str| {
+    let pipeline_on = |readers: Readers, settings: &ReadSettings, sql: &str| {
         let mut out = Vec::new();
         engine
             .stream_with(
-                Readers::Local,
+                readers,
                 settings,
                 &format!("EXPLAIN PIPELINE {sql}"),
                 false,
@@ -55,6 +62,19 @@ fn default_budget_planned_reads_use_two_threads_and_sql_one() {
             .unwrap();
         String::from_utf8_lossy(&out).into_owned()
     };
+    let pipeline = |settings: &ReadSettings, sql: &str| pipeline_on(Readers::Local, settings, sql);
+
+    // A gathering read fetches every pod's share at once (as `gather` asks: one thread per
+    // pod), not one pod after the other.
+    let text = pipeline_on(
+        Readers::Gather,
+        &ReadSettings::default(),
+        "SELECT count() FROM url('http://{127.0.0.1,127.0.0.2,127.0.0.3}:9/share', Native, 'a UInt8') SETTINGS max_threads = 3",
+    );
+    assert!(
+        text.contains("URL × 3"),
+        "a gathering read should fetch the three pods side by side:\n{text}"
+    );
     let grouped = "SELECT k % 100 AS g, max(v) FROM t GROUP BY g";
     let planned = ReadSettings {
         planned: true,
