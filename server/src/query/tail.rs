@@ -66,7 +66,11 @@ impl Query<'_> {
     /// the condition keeps every row (`ifNull`), and the statement finds nothing anyway.
     /// The times come from the last [`RECENT`] of every series and from all rows of the
     /// series without each field there: every time either part finds is a true last point
-    /// of a field, and every series' last points are found by one of them.
+    /// of a field, and every series' last points are found by one of them. The others are
+    /// named by the series table, so a series whose rows were flushed before its series row
+    /// is in neither part when it is not recent; no answer misses it for that: a read
+    /// grouped or filtered by tags joins the series table and leaves such a series out
+    /// anyway, and an ungrouped `last` is the latest row of all, at or after any floor.
     pub(super) fn tail_floor(&self, exprs: &[&Expr], bucketed: bool) -> Option<String> {
         if bucketed || !self.mode.reads_rows() {
             return None;
