@@ -523,6 +523,16 @@ mod tests {
         );
         let p = sql("SELECT last(value) * 2, last(n) FROM cpu");
         assert!(p.contains("arrayJoin([__sl_last0, __sl_last1])"), "{p}");
+        // Ungrouped over several fields, a series not yet in the series table must still count:
+        // the first pass reads every row. Grouped, or over one field, it reads the recent rows.
+        assert!(!p.contains("UNION ALL"), "{p}");
+        for recent_first in [
+            "SELECT last(value), last(n) FROM cpu GROUP BY host",
+            "SELECT last(value), last(n) FROM cpu WHERE host = 'a'",
+            "SELECT last(value) FROM cpu",
+        ] {
+            assert!(sql(recent_first).contains("UNION ALL"), "{recent_first}");
+        }
         assert!(sql("SELECT last(*) FROM cpu").contains(floor));
         for other in [
             "SELECT last(value), max(value) FROM cpu GROUP BY host",

@@ -68,9 +68,11 @@ impl Query<'_> {
     /// series without each field there: every time either part finds is a true last point
     /// of a field, and every series' last points are found by one of them. The others are
     /// named by the series table, so a series whose rows were flushed before its series row
-    /// is in neither part when it is not recent; no answer misses it for that: a read
+    /// is in neither part when it is not recent. No answer misses it for that: a read
     /// grouped or filtered by tags joins the series table and leaves such a series out
-    /// anyway, and an ungrouped `last` is the latest row of all, at or after any floor.
+    /// anyway, and an ungrouped `last` of one field is the latest of its rows, at or after
+    /// any floor. Ungrouped over several fields, a floor set by one field could pass such a
+    /// series' last point of another: those statements read every row in the first pass.
     pub(super) fn tail_floor(&self, exprs: &[&Expr], bucketed: bool) -> Option<String> {
         if bucketed || !self.mode.reads_rows() {
             return None;
@@ -84,6 +86,14 @@ impl Query<'_> {
         let lasts = lasts.join(", ");
         let names: Vec<String> = (0..fields.len()).map(|i| format!("__sl_last{i}")).collect();
         let join = self.filter.rows_use_tags;
+        let named_series_only = self.grouping.tagged() || join || !self.filter.series.is_empty();
+        if !named_series_only && fields.len() > 1 {
+            return Some(format!(
+                "ifNull(m.time >= (SELECT min(__sl_floor) FROM (SELECT arrayJoin([{}]) AS __sl_floor FROM (SELECT {lasts} {} GROUP BY m.series_id))), 1)",
+                names.join(", "),
+                self.tables_and_filter(join, &[]),
+            ));
+        }
         let recent = format!(
             "m.time >= fromUnixTimestamp64Nano(toInt64({}))",
             self.scope.now_ns.saturating_sub(RECENT.as_nanos() as i64)

@@ -153,6 +153,7 @@ pub fn queries() -> Vec<String> {
         "SELECT last(\"v\") FROM \"live\" GROUP BY \"host\"".into(),
         "SELECT last(\"v\"), last(\"w\") FROM \"live\" GROUP BY \"host\"".into(),
         "SELECT last(\"w\") FROM \"live\"".into(),
+        "SELECT last(\"v\"), last(\"w\") FROM \"live\"".into(),
         "SELECT last(*) FROM \"live\" GROUP BY *".into(),
         "SELECT last(\"v\") FROM \"live\" WHERE \"host\" = 'a' OR \"host\" = 'b'".into(),
         "SELECT last(\"v\"), last(\"w\") FROM \"live\" WHERE \"host\" = 'a' OR \"host\" = 'b' GROUP BY \"host\"".into(),
