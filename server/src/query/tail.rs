@@ -86,38 +86,46 @@ impl Query<'_> {
         let lasts = lasts.join(", ");
         let names: Vec<String> = (0..fields.len()).map(|i| format!("__sl_last{i}")).collect();
         let join = self.filter.rows_use_tags;
+        // The last times per series under `extra`, one read of the first pass.
+        let lasts_where = |extra: &[String]| {
+            format!(
+                "SELECT {lasts} {} GROUP BY m.series_id",
+                self.tables_and_filter(join, extra)
+            )
+        };
         let named_series_only = self.grouping.tagged() || join || !self.filter.series.is_empty();
-        if !named_series_only && fields.len() > 1 {
-            return Some(format!(
-                "ifNull(m.time >= (SELECT min(__sl_floor) FROM (SELECT arrayJoin([{}]) AS __sl_floor FROM (SELECT {lasts} {} GROUP BY m.series_id))), 1)",
-                names.join(", "),
-                self.tables_and_filter(join, &[]),
-            ));
-        }
-        let recent = format!(
-            "m.time >= fromUnixTimestamp64Nano(toInt64({}))",
-            self.scope.now_ns.saturating_sub(RECENT.as_nanos() as i64)
-        );
-        // Series with a recent value of every field: their last points are all recent.
-        let has_all: Vec<String> = fields
-            .iter()
-            .map(|x| format!("countIf({x} IS NOT NULL) > 0"))
-            .collect();
-        let complete = format!(
-            "SELECT m.series_id {} GROUP BY m.series_id HAVING {}",
-            self.tables_and_filter(join, std::slice::from_ref(&recent)),
-            has_all.join(" AND ")
-        );
-        let series = self.series_sql();
-        let older = format!("SELECT series_id FROM ({series}) WHERE series_id NOT IN ({complete})");
-        let older_rows = format!(
-            "if((SELECT count() FROM ({older})) * 2 > (SELECT count() FROM ({series})), 1, m.series_id IN ({older}))"
-        );
+        let reads = if !named_series_only && fields.len() > 1 {
+            lasts_where(&[])
+        } else {
+            let recent = format!(
+                "m.time >= fromUnixTimestamp64Nano(toInt64({}))",
+                self.scope.now_ns.saturating_sub(RECENT.as_nanos() as i64)
+            );
+            // Series with a recent value of every field: their last points are all recent.
+            let has_all: Vec<String> = fields
+                .iter()
+                .map(|x| format!("countIf({x} IS NOT NULL) > 0"))
+                .collect();
+            let complete = format!(
+                "SELECT m.series_id {} GROUP BY m.series_id HAVING {}",
+                self.tables_and_filter(join, std::slice::from_ref(&recent)),
+                has_all.join(" AND ")
+            );
+            let series = self.series_sql();
+            let older =
+                format!("SELECT series_id FROM ({series}) WHERE series_id NOT IN ({complete})");
+            let older_rows = format!(
+                "if((SELECT count() FROM ({older})) * 2 > (SELECT count() FROM ({series})), 1, m.series_id IN ({older}))"
+            );
+            format!(
+                "{} UNION ALL {}",
+                lasts_where(&[recent]),
+                lasts_where(&[older_rows])
+            )
+        };
         Some(format!(
-            "ifNull(m.time >= (SELECT min(__sl_floor) FROM (SELECT arrayJoin([{}]) AS __sl_floor FROM (SELECT {lasts} {} GROUP BY m.series_id UNION ALL SELECT {lasts} {} GROUP BY m.series_id))), 1)",
+            "ifNull(m.time >= (SELECT min(__sl_floor) FROM (SELECT arrayJoin([{}]) AS __sl_floor FROM ({reads}))), 1)",
             names.join(", "),
-            self.tables_and_filter(join, &[recent]),
-            self.tables_and_filter(join, &[older_rows]),
         ))
     }
 }
