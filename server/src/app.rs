@@ -51,6 +51,10 @@ pub enum StartError {
 /// Failed attempts in a row after which a table no longer holds up the start-up replay.
 const REPLAY_GIVE_UP_FAILURES: u32 = 3;
 
+/// Longest a starting pod waits for a running pod to record that it joins (see
+/// [`App::join_peers`]): a pod that hangs must not keep the others from starting for long.
+pub const JOIN_PATIENCE: Duration = Duration::from_secs(30);
+
 pub struct App {
     pub cfg: ServerConfig,
     pub engine: Arc<Engine>,
@@ -126,7 +130,7 @@ impl App {
             source,
         })?;
         let tokens = load_tokens(&cfg)?;
-        let cluster = crate::cluster::Cluster::new(&cfg.cluster)?;
+        let cluster = crate::cluster::Cluster::new(&cfg.cluster, &cfg.listen)?;
         let metrics = Arc::new(Metrics::new());
         metrics.series_limit.set(cfg.limits.max_series as i64);
         // Writers: one per flush worker plus one for DDL on the request path.
@@ -290,11 +294,47 @@ impl App {
             tracing::info!(series, "decommissioning: resuming it, writes refused");
             return Ok(());
         }
+        self.join_peers();
         self.scheduler.stop_draining();
         self.ready.store(true, Ordering::Release);
         self.metrics.ready.set(1);
         tracing::info!(series, "ready");
         Ok(())
+    }
+
+    /// Tells the tenant's running pods that this pod is one of them before it reports ready:
+    /// the Service sends it writes only then, so no pod reads without its data (their peer
+    /// files list it only once the kubelet refreshes them). Blocks up to [`JOIN_PATIENCE`]
+    /// for a running pod that does not record it.
+    pub fn join_peers(&self) {
+        if !self.cluster.configured() {
+            return;
+        }
+        self.cluster.joining.store(true, Ordering::Release);
+        let told = crate::cluster::announce::announce(
+            &self.cluster,
+            crate::cluster::announce::Announce::Join,
+            JOIN_PATIENCE,
+        );
+        self.cluster.joining.store(false, Ordering::Release);
+        match told {
+            None => tracing::warn!(
+                "this pod cannot find itself among its peers (by host name or listening \
+                 address): running pods learn of it from their peer files only"
+            ),
+            Some(t) if t.unanswered.is_empty() && t.recorded.is_empty() => {}
+            Some(t) if t.unanswered.is_empty() => tracing::info!(
+                recorded = ?t.recorded,
+                not_running = ?t.not_running,
+                "joined the tenant's pods"
+            ),
+            Some(t) => tracing::warn!(
+                recorded = ?t.recorded,
+                unanswered = ?t.unanswered,
+                "some pods did not record that this pod joined: their reads miss it until \
+                 their peer files list it"
+            ),
+        }
     }
 
     /// Stops taking writes, flushes the WAL to chDB (up to `timeout`), stops the workers and

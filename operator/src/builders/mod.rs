@@ -154,7 +154,9 @@ pub fn config_map(v: &ValidTenant) -> ConfigMap {
 /// Service (`<tenant>-<i>.<tenant>-headless.<namespace>.svc`): a read through any pod gathers
 /// from all of these. It is not part of the configuration hash, and the server reads it
 /// again when the kubelet updates the mounted file, so a new replica count reaches running
-/// pods without restarting them (within the kubelet's sync period, about a minute).
+/// pods without restarting them (within the kubelet's sync period, about a minute). Until
+/// then the pods correct it themselves: a pod joins the running ones before it is ready and
+/// leaves them once decommissioned, so the file must list a pod before it starts.
 pub fn peers_config_map(v: &ValidTenant) -> ConfigMap {
     let peers: Vec<String> = (0..v.replicas.max(0)).map(|i| peer_address(v, i)).collect();
     ConfigMap {

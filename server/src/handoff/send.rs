@@ -158,6 +158,9 @@ fn step(app: &App, l: &Leaving) -> Result<Next, SendError> {
                     },
                 )?;
             }
+            // Before the operator sees it empty and deletes it: the pods that stay then no
+            // longer ask it, whatever their peer files say.
+            leave(app);
             app.handoff.update(|s| {
                 if let Some(s) = s {
                     s.step = Step::Empty;
@@ -166,6 +169,23 @@ fn step(app: &App, l: &Leaving) -> Result<Next, SendError> {
             tracing::info!("every table handed over: this pod is empty");
             Ok(Next::Stop)
         }
+    }
+}
+
+/// Longest an empty pod waits for a running pod to record that it leaves.
+const LEAVE_PATIENCE: Duration = Duration::from_secs(10);
+
+fn leave(app: &App) {
+    use crate::cluster::announce::{announce, Announce};
+    match announce(&app.cluster, Announce::Leave, LEAVE_PATIENCE) {
+        Some(t) if !t.unanswered.is_empty() => tracing::warn!(
+            recorded = ?t.recorded,
+            unanswered = ?t.unanswered,
+            "some pods did not record that this pod leaves: their reads fail once it is gone, \
+             until their peer files drop it"
+        ),
+        Some(t) => tracing::info!(recorded = ?t.recorded, "left the tenant's pods"),
+        None => {}
     }
 }
 

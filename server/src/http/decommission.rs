@@ -112,7 +112,14 @@ pub(super) async fn handle(
     }
     match method {
         Method::POST => start(&app, params.get("to").map(String::as_str)),
-        Method::DELETE => cancel(&app),
+        // Taking writes again first announces the pod to the others (blocking).
+        Method::DELETE => match tokio::task::spawn_blocking(move || cancel(&app)).await {
+            Ok(r) => r,
+            Err(e) => error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cancel failed: {e}"),
+            ),
+        },
         _ => (StatusCode::OK, axum::Json(status(&app))).into_response(),
     }
 }
@@ -223,13 +230,19 @@ fn cancel(app: &Arc<App>) -> Response {
     (StatusCode::OK, axum::Json(status(app))).into_response()
 }
 
-/// Takes writes again (a cancelled decommission).
+/// Takes writes again (a cancelled decommission). A pod that had left the tenant's pods
+/// (empty when the decommission was cancelled) joins them again first. Blocks.
 pub(crate) fn resume_writes(app: &App) {
-    let mut since = app
-        .decommissioned_since
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    if since.take().is_some() && !app.draining.load(Ordering::Acquire) {
+    let since = || {
+        app.decommissioned_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    };
+    // Not under the lock: `GET /decommission` reads it meanwhile.
+    if since().is_some() {
+        app.join_peers();
+    }
+    if since().take().is_some() && !app.draining.load(Ordering::Acquire) {
         app.scheduler.stop_draining();
         app.ready.store(true, Ordering::Release);
         app.metrics.ready.set(1);

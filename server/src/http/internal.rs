@@ -165,6 +165,44 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
 
 /// `POST /internal/v1/handoff`: a leaving pod asks this one to receive its data (see
 /// [`crate::handoff::receive`]); refusals (no room, a field of another type) answer 409.
+/// `POST /internal/v1/peers?join=<name>` or `?leave=<name>`: a pod of the tenant announcing
+/// itself (see [`crate::cluster::announce`]). Answers the pods this pod reads from now.
+pub(super) async fn peers(
+    State(app): State<Arc<App>>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let started = Instant::now();
+    let resp = announced(&app, &params, &headers);
+    observe(&app, "peers", started, &resp);
+    resp
+}
+
+fn announced(app: &App, params: &HashMap<String, String>, headers: &HeaderMap) -> Response {
+    use crate::cluster::announce::Announce;
+    if let Err(r) = peer_only(app, headers) {
+        return r;
+    }
+    let (what, name) = match (params.get("join"), params.get("leave")) {
+        (Some(n), None) => (Announce::Join, n),
+        (None, Some(n)) => (Announce::Leave, n),
+        _ => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "name one pod: join=<host:port> or leave=<host:port>",
+            )
+        }
+    };
+    match app.cluster.record(what, name) {
+        Ok(peers) => (
+            StatusCode::OK,
+            axum::Json(serde_json::json!({ "peers": peers })),
+        )
+            .into_response(),
+        Err(e) => error(StatusCode::BAD_REQUEST, e),
+    }
+}
+
 pub(super) async fn handoff(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,

@@ -58,6 +58,7 @@ pub fn router(app: Arc<App>) -> Router {
             get(internal::partial).head(internal::head),
         )
         .route(crate::handoff::HANDOFF_PATH, post(internal::handoff))
+        .route(crate::cluster::PEERS_PATH, post(internal::peers))
         .with_state(app)
 }
 

@@ -56,6 +56,8 @@ pub(super) async fn ready(State(app): State<Arc<App>>) -> Response {
             "decommissioning"
         } else if app.draining.load(Ordering::Acquire) {
             "draining"
+        } else if app.cluster.is_joining() {
+            "telling the tenant's pods that it joins"
         } else {
             "replaying write-ahead log"
         };

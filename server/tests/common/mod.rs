@@ -55,7 +55,21 @@ impl Server {
 
     /// A server on `dir` (which may hold data from an earlier run).
     pub fn start_in(dir: &Path, env: &[(&str, &str)]) -> Server {
-        let listen = format!("127.0.0.1:{}", free_port());
+        Server::start_in_at(dir, &format!("127.0.0.1:{}", free_port()), env)
+    }
+
+    /// A server on a fresh data directory listening on `listen`, known before it starts
+    /// (for a peer file that names it).
+    pub fn start_at(listen: &str, env: &[(&str, &str)]) -> Server {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path().to_path_buf();
+        let mut s = Server::start_in_at(&dir, listen, env);
+        s._tmp = Some(tmp);
+        s
+    }
+
+    fn start_in_at(dir: &Path, listen: &str, env: &[(&str, &str)]) -> Server {
+        let listen = listen.to_string();
         let mut s = Server {
             child: None,
             url: format!("http://{listen}"),

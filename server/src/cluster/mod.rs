@@ -6,10 +6,17 @@
 //! [`crate::query::gather`]). A peer is asked only for what this module's [`Partial`] can
 //! express (an InfluxQL statement to compute its share of, its catalog, its series, a guarded
 //! `/sql` inner query): never SQL, and never an address a reader chose.
+//!
+//! Which pods those are: the configured peers and the peer file, corrected by the pods' own
+//! announcements ([`members`], [`announce`]).
+
+pub mod announce;
+pub mod members;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
@@ -20,6 +27,9 @@ use sluice_core::names::quote_str;
 
 /// The internal endpoint's path.
 pub const PARTIAL_PATH: &str = "/internal/v1/partial";
+
+/// Where a pod announces that it joins or leaves (see [`announce`]).
+pub const PEERS_PATH: &str = "/internal/v1/peers";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -118,10 +128,17 @@ pub struct Cluster {
     /// The file's peers as last read, and the modification time they were read at.
     from_file: Mutex<(Option<SystemTime>, Vec<String>)>,
     token: Option<String>,
+    /// What the pods announced about themselves since.
+    members: Mutex<members::Members>,
+    /// Where this pod listens, to find itself among its peers by address.
+    listen: Option<SocketAddr>,
+    /// Set while this pod announces itself before it reports ready.
+    pub joining: AtomicBool,
 }
 
 impl Cluster {
-    pub fn new(cfg: &ClusterConfig) -> Result<Self, ClusterError> {
+    /// `listen` is this pod's listening address (`host:port`).
+    pub fn new(cfg: &ClusterConfig, listen: &str) -> Result<Self, ClusterError> {
         for p in &cfg.peers {
             if !valid_peer(p) {
                 return Err(ClusterError::BadPeer(p.clone()));
@@ -148,6 +165,9 @@ impl Cluster {
             file: cfg.peers_file.as_ref().map(PathBuf::from),
             from_file: Mutex::new((None, Vec::new())),
             token,
+            members: Mutex::new(members::Members::default()),
+            listen: listen.parse().ok(),
+            joining: AtomicBool::new(false),
         })
     }
 
@@ -161,10 +181,16 @@ impl Cluster {
         self.token.is_some() && (self.peers.len() > 1 || self.file.is_some())
     }
 
-    /// The tenant's pods now: `cluster.peers`, then the file's (read again when it changed;
-    /// a file that cannot be read keeps its last list). Lines that are not `host:port` are
-    /// skipped with a warning.
+    /// The tenant's pods now: `cluster.peers`, then the file's, without the pods that left
+    /// and with the pods that joined since the file last changed (see [`members`]).
     pub fn peers(&self) -> Vec<String> {
+        let configured = self.configured_peers();
+        self.members().apply(&configured)
+    }
+
+    /// `cluster.peers`, then the file's (read again when it changed; a file that cannot be
+    /// read keeps its last list). Lines that are not `host:port` are skipped with a warning.
+    pub fn configured_peers(&self) -> Vec<String> {
         let mut out = self.peers.clone();
         if let Some(path) = &self.file {
             let mut cached = self.from_file.lock().unwrap_or_else(|p| p.into_inner());
@@ -179,6 +205,9 @@ impl Cluster {
                             tracing::warn!(peer = line, file = %path.display(), "skipping a peer that is not host:port");
                         }
                     }
+                    if list != cached.1 {
+                        self.members().file_changed(&list);
+                    }
                     *cached = (mtime, list);
                 }
             }
@@ -187,6 +216,63 @@ impl Cluster {
         let mut seen = std::collections::HashSet::new();
         out.retain(|p| seen.insert(p.clone()));
         out
+    }
+
+    fn members(&self) -> std::sync::MutexGuard<'_, members::Members> {
+        self.members.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that pod `name` joins (`Join`) or leaves the tenant, and answers the pods
+    /// this pod reads from now. Refuses a name that is not plausibly one of the tenant's
+    /// pods ([`members::plausible`]).
+    pub fn record(&self, what: announce::Announce, name: &str) -> Result<Vec<String>, String> {
+        let configured = self.configured_peers();
+        if what == announce::Announce::Join && !members::plausible(&configured, name) {
+            return Err(format!(
+                "{name:?} is not host:port under the tenant's pods' domain and port"
+            ));
+        }
+        match what {
+            announce::Announce::Join => self.members().join(name),
+            announce::Announce::Leave => self.members().leave(name),
+        }
+        tracing::info!(
+            pod = name,
+            "{} the tenant's pods",
+            match what {
+                announce::Announce::Join => "a pod joins",
+                announce::Announce::Leave => "a pod leaves",
+            }
+        );
+        Ok(self.peers())
+    }
+
+    /// This pod's name among the configured peers: the one whose first label is this host's
+    /// name (a StatefulSet pod's hostname is its name), else the one that resolves to the
+    /// address this pod listens on.
+    pub fn me(&self) -> Option<String> {
+        let configured = self.configured_peers();
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_default();
+        if !host.is_empty() {
+            if let Some(p) = configured.iter().find(|p| {
+                p.rsplit_once(':')
+                    .is_some_and(|(h, _)| h.split('.').next() == Some(host.as_str()))
+            }) {
+                return Some(p.clone());
+            }
+        }
+        let listen = self.listen.filter(|a| !a.ip().is_unspecified())?;
+        resolve(&configured)
+            .into_iter()
+            .find(|p| p.addr == Some(listen))
+            .map(|p| p.name)
+    }
+
+    /// Whether this pod is still announcing itself (and so not ready).
+    pub fn is_joining(&self) -> bool {
+        self.joining.load(Ordering::Acquire)
     }
 }
 
