@@ -158,16 +158,29 @@ fn writer(urls: Vec<String>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<V
 }
 
 /// Every acknowledged batch is stored once, every refused one not at all, and each one
-/// without an answer wholly or not at all.
+/// without an answer wholly or not at all. The last batches were acknowledged moments ago:
+/// an acknowledged batch not yet stored is waited for (up to 30 s) while the WAL flushes it.
 fn check_batches(pod: &Server, batches: &[Outcome]) {
-    let stored: std::collections::HashMap<usize, u64> = pod
-        .sql("SELECT toUInt64(intDiv(v, 200)), count() FROM live_autogen_w GROUP BY 1 FORMAT TSV")
-        .lines()
-        .filter_map(|l| {
-            let (b, n) = l.split_once('\t')?;
-            Some((b.parse().ok()?, n.parse().ok()?))
-        })
-        .collect();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(30);
+    let stored = loop {
+        let stored: std::collections::HashMap<usize, u64> = pod
+            .sql("SELECT toUInt64(intDiv(v, 200)), count() FROM live_autogen_w GROUP BY 1 FORMAT TSV")
+            .lines()
+            .filter_map(|l| {
+                let (b, n) = l.split_once('\t')?;
+                Some((b.parse().ok()?, n.parse().ok()?))
+            })
+            .collect();
+        let unflushed = batches.iter().enumerate().any(|(b, o)| {
+            *o == Outcome::Acknowledged && stored.get(&b).copied().unwrap_or(0) < 200
+        });
+        if !unflushed || Instant::now() > deadline {
+            println!("stored batches read after {:?}", started.elapsed());
+            break stored;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
     for (b, outcome) in batches.iter().enumerate() {
         let n = stored.get(&b).copied().unwrap_or(0);
         let ok = match outcome {
