@@ -98,6 +98,12 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         _ => {}
     }
     let is_sql = matches!(what, Partial::Sql { .. });
+    let is_select = matches!(what, Partial::Select { .. });
+    if is_select {
+        // The planner checks the view against what this pod has handed over; a table handed
+        // and dropped after that check reads as no table (see below).
+        handed_before = app.handoff.handed_away().map(|(_, t)| t);
+    }
     let app2 = app.clone();
     let sql = tokio::task::spawn_blocking(move || crate::query::partial::sql(&app2, &what)).await;
     let sql = match sql {
@@ -138,7 +144,7 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         Ok(body) => native(body),
         // A table is created on a pod by its first write there: a pod without it holds none
         // of its rows, which is an answer of no rows (no blocks), not an error.
-        Err(r) if is_sql && r.status() == StatusCode::BAD_REQUEST => {
+        Err(r) if (is_sql || is_select) && r.status() == StatusCode::BAD_REQUEST => {
             let text = axum::body::to_bytes(r.into_body(), 1 << 16)
                 .await
                 .unwrap_or_default();
@@ -155,8 +161,10 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
                         crate::handoff::STALE_VIEW
                     ),
                 )
-            } else {
+            } else if is_sql {
                 native(axum::body::Body::empty())
+            } else {
+                (StatusCode::BAD_REQUEST, text).into_response()
             }
         }
         Err(r) => r,
