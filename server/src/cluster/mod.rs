@@ -225,7 +225,13 @@ impl Cluster {
     /// Records that pod `name` joins (`Join`) or leaves the tenant, and answers the pods
     /// this pod reads from now. Refuses a name that is not plausibly one of the tenant's
     /// pods ([`members::plausible`]).
-    pub fn record(&self, what: announce::Announce, name: &str) -> Result<Vec<String>, String> {
+    /// `from` is the address the announcement came from (see [`members::ADDRESS_TTL`]).
+    pub fn record(
+        &self,
+        what: announce::Announce,
+        name: &str,
+        from: Option<std::net::IpAddr>,
+    ) -> Result<Vec<String>, String> {
         let configured = self.configured_peers();
         if what == announce::Announce::Join && !members::plausible(&configured, name) {
             return Err(format!(
@@ -233,7 +239,7 @@ impl Cluster {
             ));
         }
         match what {
-            announce::Announce::Join => self.members().join(name),
+            announce::Announce::Join => self.members().join(name, from, std::time::Instant::now()),
             announce::Announce::Leave => self.members().leave(name),
         }
         tracing::info!(
@@ -270,6 +276,27 @@ impl Cluster {
             .map(|p| p.name)
     }
 
+    /// Where each of `names` is now: where it joined from when that was recent (see
+    /// [`members::ADDRESS_TTL`]), else what its name resolves to.
+    pub fn resolve(&self, names: &[String]) -> Vec<Peer> {
+        let now = std::time::Instant::now();
+        let known: Vec<Option<std::net::IpAddr>> = {
+            let m = self.members();
+            names.iter().map(|n| m.address(n, now)).collect()
+        };
+        names
+            .iter()
+            .zip(known)
+            .map(|(name, ip)| match ip.zip(port_of(name)) {
+                Some((ip, port)) => Peer {
+                    name: name.clone(),
+                    addr: Some(SocketAddr::new(ip, port)),
+                },
+                None => resolve(std::slice::from_ref(name)).remove(0),
+            })
+            .collect()
+    }
+
     /// Whether this pod is still announcing itself (and so not ready).
     pub fn is_joining(&self) -> bool {
         self.joining.load(Ordering::Acquire)
@@ -287,6 +314,10 @@ pub fn valid_peer(p: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
         && port.parse::<u16>().is_ok_and(|p| p > 0)
+}
+
+fn port_of(name: &str) -> Option<u16> {
+    name.rsplit_once(':')?.1.parse().ok()
 }
 
 /// Resolves every peer now (the engine's own DNS cache would keep a restarted pod's old

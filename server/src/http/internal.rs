@@ -177,16 +177,24 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
 /// itself (see [`crate::cluster::announce`]). Answers the pods this pod reads from now.
 pub(super) async fn peers(
     State(app): State<Arc<App>>,
+    ConnectInfo(from): ConnectInfo<SocketAddr>,
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
     let started = Instant::now();
-    let resp = announced(&app, &params, &headers);
+    let resp = announced(&app, from, &params, &headers);
     observe(&app, "peers", started, &resp);
     resp
 }
 
-fn announced(app: &App, params: &HashMap<String, String>, headers: &HeaderMap) -> Response {
+/// A pod joins from its own address (pods reach each other without address translation), so
+/// the pods it joins reach it there even while the cluster DNS still answers an old one.
+fn announced(
+    app: &App,
+    from: SocketAddr,
+    params: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Response {
     use crate::cluster::announce::Announce;
     if let Err(r) = peer_only(app, headers) {
         return r;
@@ -201,7 +209,7 @@ fn announced(app: &App, params: &HashMap<String, String>, headers: &HeaderMap) -
             )
         }
     };
-    match app.cluster.record(what, name) {
+    match app.cluster.record(what, name, Some(from.ip().to_canonical())) {
         Ok(peers) => (
             StatusCode::OK,
             axum::Json(serde_json::json!({ "peers": peers })),

@@ -91,7 +91,7 @@ impl<'a> Gather<'a> {
         Some(Self {
             app,
             token,
-            peers: RefCell::new(cluster::resolve(&names)),
+            peers: RefCell::new(app.cluster.resolve(&names)),
             names,
             partial,
             missing: RefCell::new(Vec::new()),
