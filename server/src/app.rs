@@ -310,13 +310,11 @@ impl App {
         if !self.cluster.configured() {
             return;
         }
-        self.cluster.joining.store(true, Ordering::Release);
         let told = crate::cluster::announce::announce(
             &self.cluster,
             crate::cluster::announce::Announce::Join,
             JOIN_PATIENCE,
         );
-        self.cluster.joining.store(false, Ordering::Release);
         match told {
             None => tracing::warn!(
                 "this pod cannot find itself among its peers (by host name or listening \

@@ -7,6 +7,7 @@
 //! announcement is asked again until `patience` runs out; then this pod goes on, and that
 //! pod's reads depend on its peer file again until the kubelet refreshes it.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::{Cluster, PEERS_PATH};
@@ -56,6 +57,8 @@ pub fn announce(cluster: &Cluster, what: Announce, patience: Duration) -> Option
         return Some(Told::default());
     }
     let me = cluster.me()?;
+    // `/ready` says why this pod is not ready yet while it joins.
+    let _joining = (what == Announce::Join).then(|| Joining::start(cluster));
     let mut pending: Vec<String> = cluster
         .peers()
         .into_iter()
@@ -103,6 +106,22 @@ pub fn announce(cluster: &Cluster, what: Announce, patience: Duration) -> Option
         }
         pending = failed.into_iter().map(|(p, _)| p).collect();
         std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Marks `cluster` as joining until dropped (every return of [`announce`]).
+struct Joining<'a>(&'a Cluster);
+
+impl<'a> Joining<'a> {
+    fn start(cluster: &'a Cluster) -> Self {
+        cluster.joining.store(true, Ordering::Release);
+        Joining(cluster)
+    }
+}
+
+impl Drop for Joining<'_> {
+    fn drop(&mut self) {
+        self.0.joining.store(false, Ordering::Release);
     }
 }
 

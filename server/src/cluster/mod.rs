@@ -132,8 +132,8 @@ pub struct Cluster {
     members: Mutex<members::Members>,
     /// Where this pod listens, to find itself among its peers by address.
     listen: Option<SocketAddr>,
-    /// Set while this pod announces itself before it reports ready.
-    pub joining: AtomicBool,
+    /// Set while this pod announces that it joins (see [`announce::announce`]).
+    joining: AtomicBool,
 }
 
 impl Cluster {
@@ -222,10 +222,10 @@ impl Cluster {
         self.members.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records that pod `name` joins (`Join`) or leaves the tenant, and answers the pods
-    /// this pod reads from now. Refuses a name that is not plausibly one of the tenant's
-    /// pods ([`members::plausible`]).
-    /// `from` is the address the announcement came from (see [`members::ADDRESS_TTL`]).
+    /// Records that pod `name` joins (`Join`, from address `from`: see
+    /// [`members::ADDRESS_TTL`]) or leaves the tenant, and answers the pods this pod reads
+    /// from now. Refuses a name that is not plausibly one of the tenant's pods
+    /// ([`members::plausible`]).
     pub fn record(
         &self,
         what: announce::Announce,

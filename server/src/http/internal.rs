@@ -171,8 +171,6 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
     }
 }
 
-/// `POST /internal/v1/handoff`: a leaving pod asks this one to receive its data (see
-/// [`crate::handoff::receive`]); refusals (no room, a field of another type) answer 409.
 /// `POST /internal/v1/peers?join=<name>` or `?leave=<name>`: a pod of the tenant announcing
 /// itself (see [`crate::cluster::announce`]). Answers the pods this pod reads from now.
 pub(super) async fn peers(
@@ -209,7 +207,10 @@ fn announced(
             )
         }
     };
-    match app.cluster.record(what, name, Some(from.ip().to_canonical())) {
+    match app
+        .cluster
+        .record(what, name, Some(from.ip().to_canonical()))
+    {
         Ok(peers) => (
             StatusCode::OK,
             axum::Json(serde_json::json!({ "peers": peers })),
@@ -219,6 +220,8 @@ fn announced(
     }
 }
 
+/// `POST /internal/v1/handoff`: a leaving pod asks this one to receive its data (see
+/// [`crate::handoff::receive`]); refusals (no room, a field of another type) answer 409.
 pub(super) async fn handoff(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
