@@ -153,16 +153,29 @@ fn body(rng: &mut Rng, case: u64, usual: &mut Kinds) -> String {
         // InfluxDB reads the lines after an unterminated string into it, sluice stores them
         // (a deliberate difference): they go to a measurement of their own, so a field they
         // add to sluice's schema cannot turn later requests into conflicts on one side only.
-        let swallowed = out.iter().any(|l: &String| l.contains("=\"unterminated"));
+        let swallowed = out.iter().any(|l: &String| l.contains(UNTERMINATED));
         let measurement = if swallowed {
             SWALLOWED
         } else {
             rng.pick(MEASUREMENTS)
         };
-        out.push(line(rng, ts, measurement, &mut kinds, usual));
+        let mut l = line(rng, ts, measurement, &mut kinds, usual);
+        if swallowed {
+            l.retain(|c| c != '"');
+        } else if let Some(at) = l.find(UNTERMINATED) {
+            let mut rest = l.split_off(at + UNTERMINATED.len());
+            rest.retain(|c| c != '"');
+            l.push_str(&rest);
+        }
+        out.push(l);
     }
     out.join("\n")
 }
+
+/// A field value that opens a string and never closes it: no quote follows it in its body, so
+/// InfluxDB reads the rest of the body into it (a quote further on, in a tag value or another
+/// string, would close it there and InfluxDB would parse what follows as lines again).
+const UNTERMINATED: &str = "=\"unterminated";
 
 fn value(rng: &mut Rng, kind: Kind) -> String {
     match kind {
@@ -246,7 +259,7 @@ fn canon(v: &Value) -> Option<String> {
 
 fn influx_points(influxd: &Influxd) -> Vec<Point> {
     let mut out = Vec::new();
-    for m in MEASUREMENTS {
+    for m in read_back() {
         let q = serde_urlencoded::to_string([
             ("db", "g"),
             ("epoch", "ns"),
@@ -285,6 +298,12 @@ fn influx_points(influxd: &Influxd) -> Vec<Point> {
     out
 }
 
+/// Every measurement the bodies write, read back from both systems: the swallowed lines too, so
+/// that what InfluxDB reads into a string and sluice stores is counted, not unseen.
+fn read_back() -> impl Iterator<Item = &'static str> {
+    MEASUREMENTS.iter().copied().chain([SWALLOWED])
+}
+
 fn is_tag_column(c: &str) -> bool {
     TAG_KEYS.iter().any(|k| unescape(k) == c)
 }
@@ -297,7 +316,7 @@ fn unescape(k: &str) -> String {
 
 fn sluice_points(sluice: &Server) -> Vec<Point> {
     let mut out = Vec::new();
-    for m in MEASUREMENTS {
+    for m in read_back() {
         let exists = sluice.sql(&format!("EXISTS TABLE g_autogen_{m} FORMAT TSV"));
         if exists.trim() != "1" {
             continue;
@@ -356,7 +375,7 @@ fn follows_unterminated_string(bodies: &[String], t: i64) -> bool {
     let (case, line) = ((offset / 4) as usize, (offset % 4) as usize);
     bodies
         .get(case)
-        .is_some_and(|b| b.lines().take(line).any(|l| l.contains("=\"unterminated")))
+        .is_some_and(|b| b.lines().take(line).any(|l| l.contains(UNTERMINATED)))
 }
 
 #[test]

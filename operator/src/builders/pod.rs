@@ -11,10 +11,10 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-    EnvVar, HTTPGetAction, KeyToPath, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
-    VolumeResourceRequirements, WeightedPodAffinityTerm,
+    EnvVar, HTTPGetAction, KeyToPath, Lifecycle, LifecycleHandler, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
+    PodTemplateSpec, Probe, SeccompProfile, SecretVolumeSource, SecurityContext, SleepAction,
+    Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -35,6 +35,15 @@ use crate::validate::{
 pub const PEERS_VOLUME: &str = "peers";
 /// The name of the server container, in the StatefulSet and the calibration pod.
 pub const SERVER_CONTAINER: &str = "sluice-server";
+/// How long a deleted server pod keeps serving before it is told to stop (a `preStop` sleep).
+///
+/// Why: a deleted pod leaves its Service's endpoints at once, but each node's kube-proxy
+/// learns of it a moment later; a server that closed its listener on SIGTERM right away
+/// refused the connections sent to it meanwhile (a read through the Service failed with
+/// "connection refused" when a scale-down deleted an empty pod the readiness probe had not
+/// yet marked unready). The sleep counts against the termination grace period, which
+/// keeps 10 seconds beyond the server's shutdown timeout for it.
+pub const ENDPOINT_GRACE_SECONDS: i64 = 3;
 
 /// The volumes of pods a scale-down removes: as `storage.scaleDownPolicy` says, since such a
 /// pod handed its data over first; kept at zero replicas, where none did (see
@@ -248,6 +257,8 @@ pub fn server_container(v: &ValidTenant, shutdown_timeout_s: i64) -> Container {
 /// - non-root, read-only root filesystem, no capabilities; `/tmp` is an emptyDir;
 /// - a termination grace period long enough to drain and flush, and the server told to stop
 ///   trying 10 seconds before the kubelet would kill it;
+/// - a deleted pod serves for [`ENDPOINT_GRACE_SECONDS`] more, until every node routes the
+///   Service elsewhere;
 /// - the configuration (and tokens) hash on the pod template, so a change rolls the pods;
 /// - `Parallel` pod management: pods do not depend on each other, so scaling is not serialised.
 pub fn stateful_set(v: &ValidTenant, observed: &Observed) -> StatefulSet {
@@ -280,6 +291,15 @@ pub fn stateful_set(v: &ValidTenant, observed: &Observed) -> StatefulSet {
     let container = Container {
         readiness_probe: Some(http_probe("/ready", 5, 2, 3)),
         liveness_probe: Some(http_probe("/health", 10, 5, 6)),
+        lifecycle: Some(Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                sleep: Some(SleepAction {
+                    seconds: ENDPOINT_GRACE_SECONDS,
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
         ..server_container(v, shutdown_timeout)
     };
 
@@ -415,6 +435,11 @@ mod tests {
                 "--shutdown-timeout".into(),
                 "110s".into()
             ]
+        );
+        let pre_stop = c.lifecycle.as_ref().unwrap().pre_stop.as_ref().unwrap();
+        assert_eq!(
+            pre_stop.sleep.as_ref().map(|s| s.seconds),
+            Some(ENDPOINT_GRACE_SECONDS)
         );
         let sc = c.security_context.as_ref().unwrap();
         assert_eq!(sc.read_only_root_filesystem, Some(true));
