@@ -28,6 +28,7 @@ pub struct Metrics {
     pub points_acknowledged: IntCounter,
     pub points_rejected: IntCounterVec,
     pub points_flushed: IntCounter,
+    pub points_read_back: IntCounter,
     pub write_request_points: HistogramVec,
     pub write_field_values: IntCounter,
     pub wal_backlog_bytes: IntGauge,
@@ -109,6 +110,10 @@ impl Metrics {
             points_flushed: reg!(IntCounter::new(
                 "points_flushed_total",
                 "Points inserted into chDB"
+            )),
+            points_read_back: reg!(IntCounter::new(
+                "flush_points_read_back_total",
+                "Points inserted into chDB that the flush read back from the WAL: not kept in memory since their write (over the flush's memory share, or written before a restart)"
             )),
             write_request_points: reg!(HistogramVec::new(
                 HistogramOpts::new(

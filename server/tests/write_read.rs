@@ -506,6 +506,8 @@ fn ops_endpoints() {
         "sluice_table_parts{table=\"ops_autogen_m\"} 1",
         "sluice_series 1",
         "sluice_ready 1",
+        // The batch was kept in memory from its write to its flush.
+        "sluice_flush_points_read_back_total 0",
     ] {
         assert!(m.contains(name), "missing {name} in\n{m}");
     }
@@ -683,6 +685,10 @@ fn acknowledged_points_survive_sigkill_before_flush() {
         "SELECT count() FROM sluice_series FINAL WHERE db = 'k'",
         "1",
     );
+    // Nothing was kept in memory across the restart: the flush read both points back.
+    let m = s.request("GET", "/metrics", &[], b"").body;
+    assert_eq!(counter(&m, "sluice_flush_points_read_back_total"), 2, "{m}");
+    assert_eq!(counter(&m, "sluice_points_flushed_total"), 2, "{m}");
 }
 
 #[test]
