@@ -105,7 +105,7 @@ impl Flusher {
         dedup: bool,
     ) -> Result<(), FlushError> {
         let started = Instant::now();
-        let rows_from = rows;
+        let read_back = matches!(rows, Rows::Stored(_));
         let batch = match rows {
             Rows::Stored(entries) => build_batch(table, entries)?,
             Rows::Retained(batches) => {
@@ -137,7 +137,7 @@ impl Flusher {
             .observe_stage("flush", started.elapsed().as_secs_f64());
         if table != SERIES_TABLE {
             self.metrics.points_flushed.inc_by(rows);
-            if matches!(rows_from, Rows::Stored(_)) {
+            if read_back {
                 self.metrics.points_read_back.inc_by(rows);
             }
         }
