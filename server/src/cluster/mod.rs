@@ -230,7 +230,7 @@ impl Cluster {
         &self,
         what: announce::Announce,
         name: &str,
-        from: Option<std::net::IpAddr>,
+        from: std::net::IpAddr,
     ) -> Result<Vec<String>, String> {
         let configured = self.configured_peers();
         if what == announce::Announce::Join && !members::plausible(&configured, name) {
@@ -239,7 +239,10 @@ impl Cluster {
             ));
         }
         match what {
-            announce::Announce::Join => self.members().join(name, from, std::time::Instant::now()),
+            announce::Announce::Join => {
+                self.members()
+                    .join(name, Some(from), std::time::Instant::now())
+            }
             announce::Announce::Leave => self.members().leave(name),
         }
         tracing::info!(
@@ -287,12 +290,12 @@ impl Cluster {
         names
             .iter()
             .zip(known)
-            .map(|(name, ip)| match ip.zip(port_of(name)) {
-                Some((ip, port)) => Peer {
-                    name: name.clone(),
-                    addr: Some(SocketAddr::new(ip, port)),
-                },
-                None => resolve(std::slice::from_ref(name)).remove(0),
+            .map(|(name, ip)| Peer {
+                name: name.clone(),
+                addr: ip
+                    .zip(port_of(name))
+                    .map(SocketAddr::from)
+                    .or_else(|| resolve_one(name)),
             })
             .collect()
     }
@@ -327,12 +330,15 @@ pub fn resolve(names: &[String]) -> Vec<Peer> {
         .iter()
         .map(|name| Peer {
             name: name.clone(),
-            addr: name.to_socket_addrs().ok().and_then(|a| {
-                let all: Vec<SocketAddr> = a.collect();
-                all.iter().find(|a| a.is_ipv4()).or(all.first()).copied()
-            }),
+            addr: resolve_one(name),
         })
         .collect()
+}
+
+/// What `name` resolves to now, an IPv4 address first.
+fn resolve_one(name: &str) -> Option<SocketAddr> {
+    let all: Vec<SocketAddr> = name.to_socket_addrs().ok()?.collect();
+    all.iter().find(|a| a.is_ipv4()).or(all.first()).copied()
 }
 
 /// `url(...)` reading `what` from every address of `addrs` at once, in `format` with the

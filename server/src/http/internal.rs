@@ -207,10 +207,7 @@ fn announced(
             )
         }
     };
-    match app
-        .cluster
-        .record(what, name, Some(from.ip().to_canonical()))
-    {
+    match app.cluster.record(what, name, from.ip().to_canonical()) {
         Ok(peers) => (
             StatusCode::OK,
             axum::Json(serde_json::json!({ "peers": peers })),
