@@ -11,7 +11,7 @@
 //! | what | setting | share of `L` |
 //! |---|---|---|
 //! | WAL memtables (up to four) | `limits.wal_memtable_bytes` | 4 x memtable <= 25 % |
-//! | batches kept from commit to flush | (built in, 256 MiB) | 10 % |
+//! | batches kept from commit to flush (until their insert's columns are built) | (built in, 256 MiB) | 10 % |
 //! | request bodies, inflated and parsed | `limits.request_memory_bytes` | 20 % |
 //! | each query (of `pool.connections`) | `query.max_memory_bytes` | 1/8 of `L`, within the engine's limit |
 //! | allocator memory touched at start-up | `limits.pretouch_bytes` | 25 % (reused by the above) |

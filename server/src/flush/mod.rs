@@ -12,7 +12,10 @@
 //!
 //! The rows themselves normally come from memory, not the WAL: the request task hands its
 //! parsed batch on with the entry ([`crate::wal::Entry::batch`]), and the scheduler keeps it
-//! until the flush, within [`RETAINED_BYTES`]. Reading the entries back from RocksDB and
+//! until the flush, within [`RETAINED_BYTES`]; a flush takes its batches out of the budget's
+//! keeping and lets them go once their Arrow columns are built, so the budget holds what is
+//! committed while inserts run (on the 1 GiB default two inserts' batches fill all of it).
+//! Reading the entries back from RocksDB and
 //! decoding them cost about a quarter of the flush worker. The WAL is still read when a batch
 //! was not kept (after a restart, over the memory bound, the series table) and whenever an
 //! interrupted flush is settled.
@@ -42,6 +45,7 @@ use crate::wal::{StoredEntry, Wal};
 
 mod scheduler;
 
+use scheduler::Kept;
 pub use scheduler::{Backlog, FailingTable, Scheduler, RETAINED_BYTES};
 
 #[derive(Debug, thiserror::Error)]
@@ -108,9 +112,11 @@ impl Flusher {
         let read_back = matches!(rows, Rows::Stored(_));
         let batch = match rows {
             Rows::Stored(entries) => build_batch(table, entries)?,
-            Rows::Retained(batches) => {
+            // The kept batches are dropped here, once their columns are built: the insert's
+            // memory is the engine's, and the budget takes the next entries meanwhile.
+            Rows::Retained(kept) => {
                 let (seqs, batches): (Vec<u64>, Vec<&MeasurementBatch>) =
-                    batches.iter().map(|(s, b)| (*s, &**b)).unzip();
+                    kept.batches.iter().map(|(s, b)| (*s, &**b)).unzip();
                 arrow_batch::measurement_batches(&batches, &seqs).map_err(|source| {
                     FlushError::Arrow {
                         table: table.to_string(),
@@ -212,14 +218,14 @@ impl Flusher {
     ) -> Result<Option<u64>, FlushError> {
         if let Some((first, last)) = self.wal.intent(table)? {
             self.resolve_intent(table, first, last)?;
-        } else if let Some(kept) = scheduler
-            .retained(table, through, self.max_rows)
-            .filter(|kept| kept.iter().all(|(_, b)| b.validate().is_ok()))
-        {
-            // The scheduler's entries are exactly the table's entries in the WAL unless an
-            // intent was just settled (that deletes entries the scheduler still lists), so
-            // its batches are what the WAL would return.
-            return self.flush_entries(table, Rows::Retained(&kept)).map(Some);
+        } else {
+            let kept = scheduler.take_retained(table, through, self.max_rows);
+            if !kept.batches.is_empty() && kept.batches.iter().all(|(_, b)| b.validate().is_ok()) {
+                // The scheduler's entries are exactly the table's entries in the WAL unless an
+                // intent was just settled (that deletes entries the scheduler still lists), so
+                // its batches are what the WAL would return.
+                return self.flush_entries(table, Rows::Retained(kept)).map(Some);
+            }
         }
         let entries = self.wal.read_batch(table, self.max_rows, Some(through))?;
         if entries.is_empty() {
@@ -231,26 +237,25 @@ impl Flusher {
 }
 
 /// Where the rows of a flush come from.
-#[derive(Clone, Copy)]
 enum Rows<'a> {
     /// Read back from the WAL.
     Stored(&'a [StoredEntry]),
     /// Kept in memory since the commit: (sequence, batch).
-    Retained(&'a [(u64, Arc<MeasurementBatch>)]),
+    Retained(Kept<'a>),
 }
 
 impl Rows<'_> {
     fn first_seq(&self) -> Option<u64> {
         match self {
             Rows::Stored(e) => e.first().map(|e| e.seq),
-            Rows::Retained(b) => b.first().map(|b| b.0),
+            Rows::Retained(k) => k.batches.first().map(|b| b.0),
         }
     }
 
     fn last_seq(&self) -> Option<u64> {
         match self {
             Rows::Stored(e) => e.last().map(|e| e.seq),
-            Rows::Retained(b) => b.last().map(|b| b.0),
+            Rows::Retained(k) => k.batches.last().map(|b| b.0),
         }
     }
 }

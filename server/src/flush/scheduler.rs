@@ -20,8 +20,8 @@ struct Pending {
     retained: u64,
 }
 
-/// Memory for batches kept between commit and flush: a few flush intervals at 1 M points/s.
-/// Entries beyond it are read back from the WAL instead.
+/// Memory for batches kept between commit and a flush's Arrow columns: a few flush intervals at
+/// 1 M points/s. Entries beyond it are read back from the WAL instead.
 pub const RETAINED_BYTES: u64 = 256 << 20;
 
 /// Approximate heap size of a batch, for the budget.
@@ -105,6 +105,21 @@ pub struct Backlog {
     /// `bytes` less what tables whose flush is failing hold: what backpressure counts.
     pub healthy_bytes: u64,
     pub oldest_age: Duration,
+}
+
+/// Batches taken for a flush ([`Scheduler::take_retained`]), empty when the flush must read
+/// the WAL. Their bytes count in the scheduler's budget until this is dropped.
+pub(super) struct Kept<'a> {
+    pub batches: Vec<(u64, Arc<MeasurementBatch>)>,
+    bytes: u64,
+    scheduler: &'a Scheduler,
+}
+
+impl Drop for Kept<'_> {
+    fn drop(&mut self) {
+        self.batches.clear();
+        self.scheduler.lock().retained_bytes -= self.bytes;
+    }
 }
 
 impl Scheduler {
@@ -264,27 +279,39 @@ impl Scheduler {
         }
     }
 
-    /// The batches of what [`Flusher::flush_table`] would read from the WAL for `table` (the
-    /// oldest entries through `through`, at least one and then within `max_rows`), if every
-    /// one of them was kept in memory.
-    pub(super) fn retained(
-        &self,
-        table: &str,
-        through: u64,
-        max_rows: u64,
-    ) -> Option<Vec<(u64, Arc<MeasurementBatch>)>> {
-        let st = self.lock();
-        let q = st.tables.get(table)?;
-        let mut out = Vec::new();
-        let mut rows = 0;
-        for p in q.entries.iter().take_while(|p| p.seq <= through) {
-            if !out.is_empty() && rows + p.rows > max_rows {
-                break;
+    /// Takes the batches of what [`Flusher::flush_table`] would read from the WAL for `table`
+    /// (the oldest entries through `through`, at least one and then within `max_rows`): all of
+    /// them if every one was kept in memory, else none. Either way the range's batches leave
+    /// the scheduler, so that while this flush runs the budget keeps what is committed next;
+    /// their bytes stay counted until the returned [`Kept`] is dropped (the flush drops it as
+    /// soon as its Arrow columns are built). A flush that fails reads the WAL on its retry.
+    pub(super) fn take_retained(&self, table: &str, through: u64, max_rows: u64) -> Kept<'_> {
+        let mut st = self.lock();
+        let mut kept = Kept {
+            batches: Vec::new(),
+            bytes: 0,
+            scheduler: self,
+        };
+        let mut all = true;
+        if let Some(q) = st.tables.get_mut(table) {
+            let mut rows = 0;
+            for p in q.entries.iter_mut().take_while(|p| p.seq <= through) {
+                if !kept.batches.is_empty() && rows + p.rows > max_rows {
+                    break;
+                }
+                rows += p.rows;
+                kept.bytes += std::mem::take(&mut p.retained);
+                match p.batch.take() {
+                    Some(b) => kept.batches.push((p.seq, b)),
+                    None => all = false,
+                }
             }
-            rows += p.rows;
-            out.push((p.seq, p.batch.clone()?));
         }
-        (!out.is_empty()).then_some(out)
+        drop(st);
+        if !all {
+            kept.batches.clear();
+        }
+        kept
     }
 
     /// Whether every table with entries left has failed `failures` times in a row or more.
@@ -412,29 +439,46 @@ mod tests {
         }
     }
 
-    fn seqs(kept: Option<Vec<(u64, Arc<MeasurementBatch>)>>) -> Option<Vec<u64>> {
-        kept.map(|k| k.into_iter().map(|(s, _)| s).collect())
+    fn seqs(kept: Kept<'_>) -> Option<Vec<u64>> {
+        let s: Vec<u64> = kept.batches.iter().map(|(s, _)| *s).collect();
+        (!s.is_empty()).then_some(s)
+    }
+
+    /// Three kept entries, 40 rows each, at sequences 1, 3 and 7.
+    fn three(s: &Scheduler) {
+        s.committed(&[entry(1, 40, true), entry(3, 40, true), entry(7, 40, true)]);
     }
 
     #[test]
     fn retained_batches_cover_what_the_wal_read_would() {
-        let s = Scheduler::new(100, Duration::from_secs(1), u64::MAX);
-        s.committed(&[entry(1, 40, true), entry(3, 40, true), entry(7, 40, true)]);
         // At least one entry, then within max_rows, and never past `through`.
-        assert_eq!(seqs(s.retained("t", 7, 100)), Some(vec![1, 3]));
-        assert_eq!(seqs(s.retained("t", 7, 10)), Some(vec![1]));
-        assert_eq!(seqs(s.retained("t", 1, 100)), Some(vec![1]));
-        assert_eq!(seqs(s.retained("other", 7, 100)), None);
+        for (through, max_rows, want) in [
+            (7, 100, Some(vec![1, 3])),
+            (7, 10, Some(vec![1])),
+            (1, 100, Some(vec![1])),
+        ] {
+            let s = Scheduler::new(100, Duration::from_secs(1), u64::MAX);
+            three(&s);
+            assert_eq!(seqs(s.take_retained("t", through, max_rows)), want);
+        }
+        let s = Scheduler::new(100, Duration::from_secs(1), u64::MAX);
+        three(&s);
+        assert_eq!(seqs(s.take_retained("other", 7, 100)), None);
         s.release("t", Some(3), None);
-        assert_eq!(seqs(s.retained("t", 7, 100)), Some(vec![7]));
+        assert_eq!(seqs(s.take_retained("t", 7, 100)), Some(vec![7]));
     }
 
     #[test]
     fn one_entry_not_kept_sends_the_flush_to_the_wal() {
         let s = Scheduler::new(1000, Duration::from_secs(1), u64::MAX);
         s.committed(&[entry(1, 10, true), entry(2, 10, false), entry(3, 10, true)]);
-        assert_eq!(seqs(s.retained("t", 1, 1000)), Some(vec![1]));
-        assert_eq!(seqs(s.retained("t", 3, 1000)), None);
+        assert_eq!(seqs(s.take_retained("t", 3, 1000)), None);
+        assert_eq!(
+            seqs(s.take_retained("t", 3, 1000)),
+            None,
+            "the range's batches were let go: a retry reads the WAL"
+        );
+        assert_eq!(s.lock().retained_bytes, 0);
     }
 
     #[test]
@@ -443,15 +487,31 @@ mod tests {
         let s = Scheduler::new(1000, Duration::from_secs(1), 2 * one);
         s.committed(&[entry(1, 10, true), entry(2, 10, true), entry(3, 10, true)]);
         assert_eq!(s.lock().retained_bytes, 2 * one);
-        assert_eq!(seqs(s.retained("t", 2, 1000)), Some(vec![1, 2]));
-        assert_eq!(
-            seqs(s.retained("t", 3, 1000)),
-            None,
-            "the third was over budget"
-        );
-        s.release("t", Some(3), None);
-        assert_eq!(s.lock().retained_bytes, 0);
+        let kept = s.take_retained("t", 2, 1000);
+        assert_eq!(kept.batches.len(), 2);
         s.committed(&[entry(4, 10, true)]);
-        assert_eq!(seqs(s.retained("t", 4, 1000)), Some(vec![4]));
+        assert_eq!(
+            s.lock().retained_bytes,
+            2 * one,
+            "taken batches count until the flush lets them go"
+        );
+        drop(kept);
+        assert_eq!(s.lock().retained_bytes, 0);
+        s.committed(&[entry(5, 10, true), entry(6, 10, true)]);
+        assert_eq!(
+            s.lock().retained_bytes,
+            2 * one,
+            "the freed budget keeps 5 and 6"
+        );
+        s.release("t", Some(2), None);
+        assert_eq!(
+            seqs(s.take_retained("t", 6, 1000)),
+            None,
+            "3 and 4 were over budget"
+        );
+        s.release("t", Some(6), None);
+        assert_eq!(s.lock().retained_bytes, 0);
+        s.committed(&[entry(7, 10, true)]);
+        assert_eq!(seqs(s.take_retained("t", 7, 1000)), Some(vec![7]));
     }
 }
