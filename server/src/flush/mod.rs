@@ -15,10 +15,9 @@
 //! until the flush, within [`RETAINED_BYTES`]; a flush takes its batches out of the budget's
 //! keeping and lets them go once their Arrow columns are built, so the budget holds what is
 //! committed while inserts run (on the 1 GiB default two inserts' batches fill all of it).
-//! Reading the entries back from RocksDB and
-//! decoding them cost about a quarter of the flush worker. The WAL is still read when a batch
-//! was not kept (after a restart, over the memory bound, the series table) and whenever an
-//! interrupted flush is settled.
+//! Reading the entries back from RocksDB and decoding them cost about a quarter of the flush
+//! worker. The WAL is still read when a batch was not kept (after a restart, over the memory
+//! bound, the series table) and whenever an interrupted flush is settled.
 //!
 //! An intent still there later (the process died, or the insert failed) is resolved before the
 //! table is flushed again (see [`Flusher::resolve_intent`]): the table is asked which entries of
