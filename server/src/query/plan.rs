@@ -482,7 +482,7 @@ mod tests {
     #[test]
     fn last_over_whole_series_reads_from_the_earliest_last_point() {
         let sql = |q: &str| plan_of(q).unwrap().unwrap().sql;
-        let floor = "ifNull(m.time >= (SELECT min(__sl_floor)";
+        let floor = "m.time >= (SELECT ifNull(min(__sl_floor), fromUnixTimestamp64Nano(toInt64(-9223372036854775806), 'UTC'))";
         let p = sql("SELECT last(value) FROM cpu WHERE n > 2 GROUP BY host");
         assert_eq!(p.matches(floor).count(), 1, "{p}");
         assert!(p.contains("maxIfOrNull(m.time, m.`value` IS NOT NULL) AS __sl_last0"));

@@ -63,7 +63,7 @@ impl Query<'_> {
     /// not a `last` over whole series. With several fields, each field's last point counts
     /// (a series whose last `b` is older than its last `a` moves the floor to that `b`). A
     /// series with no value of a field gives no time for it; when nothing is found at all
-    /// the condition keeps every row (`ifNull`), and the statement finds nothing anyway.
+    /// the floor is the earliest time a point can have, and the statement finds nothing anyway.
     /// The times come from the last [`RECENT`] of every series and from all rows of the
     /// series without each field there: every time either part finds is a true last point
     /// of a field, and every series' last points are found by one of them. The others are
@@ -123,8 +123,13 @@ impl Query<'_> {
                 lasts_where(&[older_rows])
             )
         };
+        // The fallback sits inside the scalar subquery, so that the condition is a plain
+        // `time >= constant` once the engine has run it: that prunes parts and granules.
+        // Wrapped the other way (`ifNull(m.time >= (...), 1)`) it was a test on every row:
+        // the last point per host over 50 M rows took 100 ms in the engine against 55.
         Some(format!(
-            "ifNull(m.time >= (SELECT min(__sl_floor) FROM (SELECT arrayJoin([{}]) AS __sl_floor FROM ({reads}))), 1)",
+            "m.time >= (SELECT ifNull(min(__sl_floor), fromUnixTimestamp64Nano(toInt64({}), 'UTC')) FROM (SELECT arrayJoin([{}]) AS __sl_floor FROM ({reads})))",
+            sluice_core::body::MIN_TIME_NS,
             names.join(", "),
         ))
     }

@@ -159,6 +159,9 @@ pub fn queries() -> Vec<String> {
         "SELECT last(\"v\"), last(\"w\") FROM \"live\" WHERE \"host\" = 'a' OR \"host\" = 'b' GROUP BY \"host\"".into(),
         "SELECT last(\"v\") FROM \"live\" WHERE \"host\" != 'd' GROUP BY \"host\"".into(),
         "SELECT last(\"w\") FROM \"live\" WHERE time > now() - 90m GROUP BY \"host\"".into(),
+        // No series matches: the first pass finds no last point, and the floor keeps every row.
+        "SELECT last(\"v\") FROM \"live\" WHERE \"host\" = 'nobody' GROUP BY \"host\"".into(),
+        "SELECT last(\"v\") FROM \"live\" WHERE \"v\" > 1e300".into(),
         format!("SELECT max(\"value\") - 1 FROM \"cpu\" WHERE {range}"),
         format!("SELECT last(*) FROM \"disk\" WHERE {range} GROUP BY *"),
         format!("SELECT last(\"value\") * 2 FROM \"cpu\" WHERE \"value\" < 50 AND {range} GROUP BY \"host\""),
