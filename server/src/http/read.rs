@@ -141,7 +141,22 @@ async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String
     .await;
     match answer {
         Ok(crate::query::Answer::Results { body, missing }) => {
-            let mut resp = (StatusCode::OK, axum::Json(body)).into_response();
+            let json = serde_json::to_vec(&body);
+            // Freeing a large answer's tree takes about as long as writing it (10,000 series:
+            // 5-7 ms), so it is freed beside the response instead of before it.
+            tokio::task::spawn_blocking(move || drop(body));
+            let mut resp = match json {
+                Ok(bytes) => (
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    bytes,
+                )
+                    .into_response(),
+                Err(e) => error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("writing the answer: {e}"),
+                ),
+            };
             if !missing.is_empty() {
                 if let Ok(v) = HeaderValue::from_str(&missing.join(", ")) {
                     resp.headers_mut().insert("X-Sluice-Partial", v);
