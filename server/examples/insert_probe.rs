@@ -4,7 +4,8 @@
 //! way `Engine::insert` does into a table of a fresh engine, under a per-query memory limit
 //! halved or raised until the smallest limit that passes is known to 1 MiB. It prints that
 //! limit, the Arrow batch's own size (the server's heap, outside the engine's tracker), and
-//! both per point: the basis of `memory::INSERT_BYTES_PER_POINT`.
+//! both per point: the basis of `memory::INSERT_BYTES_PER_POINT`. `PROBE_SETTINGS=", name =
+//! value"` adds settings to the insert.
 use chdb_rust::arrow::array::{Array, RecordBatch, StructArray};
 use chdb_rust::arrow::ffi::{to_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use chdb_rust::arrow_stream::{arrow_stream_table_sql, ArrowArray, ArrowSchema};

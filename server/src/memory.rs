@@ -55,8 +55,11 @@ pub const UNSHARED_FLOOR: u64 = 128 << 20;
 /// tracker, yet charged to the cgroup).
 pub const ENGINE_CODE: u64 = 192 << 20;
 
-/// The engine's memory per point while it inserts a batch (Arrow columns, its blocks, the
-/// compressed part), five fields: the basis for lowering `pool.max_points_per_batch`.
+/// The memory per point an insert is planned at, five fields: the basis for lowering
+/// `pool.max_points_per_batch`. A planning ratio, not the insert's peak: `examples/insert_probe`
+/// measured 64 bytes a point of Arrow columns in the server and 95-167 in the engine (its
+/// columns grow by doubling). The budget's fit is shown by the measured peak RSS, and a truer
+/// figure would only make inserts smaller, which costs the write path (bench/README.md, "Memory").
 pub const INSERT_BYTES_PER_POINT: u64 = 128;
 
 /// Fewest rows per insert the plan lowers to: below it parts get too many for merges.
