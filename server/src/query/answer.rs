@@ -37,6 +37,79 @@ pub fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
     Value::Object(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
 }
 
+/// One statement's result: a JSON value, or the series of a `SELECT` already written as JSON.
+/// An answer of 10,000 series built as a tree of values took 5-8 ms to build, 5-6 to write and
+/// 5-7 to free (the last point per host); written as it is shaped, it is neither built nor freed.
+pub enum Outcome {
+    Value(Value),
+    Series {
+        id: usize,
+        /// Each series as a JSON object, in order.
+        series: Vec<Vec<u8>>,
+        messages: Option<Value>,
+    },
+}
+
+impl Outcome {
+    /// The statement's error, if it failed.
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Outcome::Value(v) => v["error"].as_str(),
+            Outcome::Series { .. } => None,
+        }
+    }
+
+    /// Sets the statement's `messages` (warnings).
+    pub fn set_messages(&mut self, m: Value) {
+        match self {
+            Outcome::Value(v) => v["messages"] = m,
+            Outcome::Series { messages, .. } => *messages = Some(m),
+        }
+    }
+
+    fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        match self {
+            Outcome::Value(v) => serde_json::to_writer(&mut *out, v),
+            Outcome::Series {
+                id,
+                series,
+                messages,
+            } => {
+                out.extend_from_slice(format!("{{\"statement_id\":{id}").as_bytes());
+                if !series.is_empty() {
+                    out.extend_from_slice(b",\"series\":[");
+                    for (i, s) in series.iter().enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        out.extend_from_slice(s);
+                    }
+                    out.push(b']');
+                }
+                if let Some(m) = messages {
+                    out.extend_from_slice(b",\"messages\":");
+                    serde_json::to_writer(&mut *out, m)?;
+                }
+                out.push(b'}');
+                Ok(())
+            }
+        }
+    }
+}
+
+/// InfluxDB's `{"results": [...]}` of `results`, as JSON text.
+pub fn results_json(results: &[Outcome]) -> serde_json::Result<Vec<u8>> {
+    let mut out = b"{\"results\":[".to_vec();
+    for (i, r) in results.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        r.write(&mut out)?;
+    }
+    out.extend_from_slice(b"]}");
+    Ok(out)
+}
+
 pub fn result_ok(id: usize) -> Value {
     json!({ "statement_id": id })
 }

@@ -39,6 +39,7 @@ use sluice_influxql::{ErrorKind, Measurement, MeasurementName, Statement};
 use crate::app::App;
 use crate::cluster::Partial;
 use crate::engine::Readers;
+use answer::Outcome;
 use fetch::fetch_on;
 pub use fetch::{limit_hit, Budget};
 use gather::Gather;
@@ -73,7 +74,10 @@ pub struct Request<'a> {
 /// with `partial=true`), or a parse error, which InfluxDB answers with 400 and
 /// `{"error": "error parsing query: ..."}`.
 pub enum Answer {
-    Results { body: Value, missing: Vec<String> },
+    Results {
+        results: Vec<answer::Outcome>,
+        missing: Vec<String>,
+    },
     ParseError(String),
 }
 
@@ -131,16 +135,12 @@ impl Ctx<'_> {
 /// the request then runs once more on a fresh catalog.
 pub fn run(app: &App, req: &Request) -> Answer {
     let answer = run_once(app, req);
-    let stale = |r: &Value| {
-        r["error"]
-            .as_str()
+    let stale = |r: &answer::Outcome| {
+        r.error()
             .is_some_and(|e| e.contains(crate::handoff::STALE_VIEW))
     };
-    if let Answer::Results { body, .. } = &answer {
-        if body["results"]
-            .as_array()
-            .is_some_and(|rs| rs.iter().any(stale))
-        {
+    if let Answer::Results { results, .. } = &answer {
+        if results.iter().any(stale) {
             app.views.clear();
             return run_once(app, req);
         }
@@ -154,7 +154,7 @@ fn run_once(app: &App, req: &Request) -> Answer {
         // InfluxDB reports what it finds when compiling a statement as that statement's error.
         Err(e) if e.kind() == ErrorKind::Compile => {
             return Answer::Results {
-                body: json!({ "results": [answer::result_error(0, &e.to_string())] }),
+                results: vec![Outcome::Value(answer::result_error(0, &e.to_string()))],
                 missing: vec![],
             }
         }
@@ -179,21 +179,21 @@ fn run_once(app: &App, req: &Request) -> Answer {
             gather,
         },
         Err(msg) => {
-            let results: Vec<Value> = (0..statements.len())
-                .map(|id| answer::result_error(id, &msg))
+            let results = (0..statements.len())
+                .map(|id| Outcome::Value(answer::result_error(id, &msg)))
                 .collect();
             return Answer::Results {
-                body: answer::object([("results", Value::Array(results))]),
+                results,
                 missing: vec![],
             };
         }
     };
-    let mut results: Vec<Value> = statements
+    let mut results: Vec<Outcome> = statements
         .iter()
         .enumerate()
         .map(|(id, s)| match statement(&ctx, s, id) {
             Ok(v) => v,
-            Err(msg) => answer::result_error(id, &msg),
+            Err(msg) => Outcome::Value(answer::result_error(id, &msg)),
         })
         .collect();
     let missing = ctx.gather.as_ref().map(Gather::missing).unwrap_or_default();
@@ -203,13 +203,10 @@ fn run_once(app: &App, req: &Request) -> Answer {
             missing.join(", ")
         );
         for r in &mut results {
-            r["messages"] = json!([{ "level": "warning", "text": text }]);
+            r.set_messages(json!([{ "level": "warning", "text": text }]));
         }
     }
-    Answer::Results {
-        body: answer::object([("results", Value::Array(results))]),
-        missing,
-    }
+    Answer::Results { results, missing }
 }
 
 fn now_ns() -> i64 {
@@ -230,11 +227,11 @@ fn with_series(id: usize, series: Vec<Value>) -> Value {
     }
 }
 
-fn statement(ctx: &Ctx, s: &Statement, id: usize) -> Result<Value, String> {
+fn statement(ctx: &Ctx, s: &Statement, id: usize) -> Result<Outcome, String> {
     let app = ctx.app;
     let db_of = |explicit: &Option<String>| database(ctx, explicit.as_deref());
-    match s {
-        Statement::Select(sel) => select::select(ctx, sel, id),
+    let value = match s {
+        Statement::Select(sel) => return select::select(ctx, sel, id),
         Statement::ShowDatabases => Ok(answer::result_databases(id, &ctx.view.database_names())),
         Statement::ShowRetentionPolicies { database } => {
             let db = db_of(database)?;
@@ -270,7 +267,8 @@ fn statement(ctx: &Ctx, s: &Statement, id: usize) -> Result<Value, String> {
         Statement::Unsupported { kind, .. } => {
             Err(format!("{kind} is not supported by sluice's /query"))
         }
-    }
+    };
+    value.map(Outcome::Value)
 }
 
 /// The database a statement reads: its own (`FROM "db"."rp"."m"`, `ON db`) or the request's

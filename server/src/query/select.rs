@@ -4,16 +4,16 @@
 use serde_json::Value;
 use sluice_influxql::{SelectStatement, Source as FromSource};
 
+use super::answer::Outcome;
 use super::fetch::{fetch_as, fetch_with};
 use super::gather::{self, Gather};
 use super::{
-    database, meta, partial, plan, policy, shape, sources_of, time, with_series, Ctx, Fields,
-    PlanError,
+    database, meta, partial, plan, policy, shape, sources_of, time, Ctx, Fields, PlanError,
 };
 use crate::cluster::Partial;
 use crate::engine::Readers;
 
-pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Value, String> {
+pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outcome, String> {
     if sel.fields.is_empty() {
         return Err("at least 1 non-time field must be queried".into());
     }
@@ -55,7 +55,11 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Valu
         }
     }
     shape::limit_series(&mut series, sel.slimit, sel.soffset);
-    Ok(with_series(id, series))
+    Ok(Outcome::Series {
+        id,
+        series,
+        messages: None,
+    })
 }
 
 /// One measurement a `SELECT` reads.

@@ -60,35 +60,27 @@ fn unquote_integer(v: &mut Value, ty: &str) {
     }
 }
 
-/// Appends the series of one measurement's rows (`tags`, `time`, values...) to `out`: a new
-/// series where the tags change.
+/// Appends the series of one measurement's rows (`tags`, `time`, values...) to `out`, each
+/// written as InfluxDB's JSON object (`name`, `tags`, `columns`, `values`): a new series where
+/// the tags change. The tags are the engine's JSON object of the grouping tags, which the plan
+/// builds sorted by key; it is copied as it is unless it holds an escape, which is written
+/// again as InfluxDB writes it (the engine escapes `/`).
 pub fn series(
     measurement: &str,
     columns: &[String],
     tagged: bool,
     rows: Rows,
     epoch: Option<i64>,
-    out: &mut Vec<Value>,
+    out: &mut Vec<Vec<u8>>,
 ) -> Result<(), String> {
-    let mut current: Option<(String, Vec<Value>)> = None;
-    let flush = |cur: Option<(String, Vec<Value>)>, out: &mut Vec<Value>| -> Result<(), String> {
-        if let Some((tags, values)) = cur {
-            let mut s = Map::new();
-            s.insert("name".into(), Value::from(measurement));
-            if tagged {
-                let t: Value = serde_json::from_str(&tags)
-                    .map_err(|e| format!("engine output, tags {tags:?}: {e}"))?;
-                s.insert("tags".into(), t);
-            }
-            s.insert(
-                "columns".into(),
-                Value::Array(columns.iter().map(|c| Value::from(c.as_str())).collect()),
-            );
-            s.insert("values".into(), Value::Array(values));
-            out.push(Value::Object(s));
-        }
-        Ok(())
-    };
+    let json = |e: serde_json::Error| format!("writing the answer: {e}");
+    let mut head = b"{\"name\":".to_vec();
+    serde_json::to_writer(&mut head, measurement).map_err(json)?;
+    let mut cols = b",\"columns\":".to_vec();
+    serde_json::to_writer(&mut cols, columns).map_err(json)?;
+    cols.extend_from_slice(b",\"values\":[");
+    // The series being written: its tags as the engine gave them, and its JSON so far.
+    let mut current: Option<(String, Vec<u8>)> = None;
     for row in rows.rows {
         let mut it = row.into_iter();
         let (Some(tags), Some(time)) = (it.next(), it.next()) else {
@@ -101,18 +93,59 @@ pub fn series(
         let ns = time
             .as_i64()
             .ok_or_else(|| format!("engine output: time {time} is not an integer"))?;
-        let mut values = Vec::with_capacity(columns.len());
-        values.push(time_value(ns, epoch));
-        values.extend(it.map(finite));
-        match &mut current {
-            Some((t, vals)) if *t == tags => vals.push(Value::Array(values)),
-            _ => {
-                flush(current.take(), out)?;
-                current = Some((tags, vec![Value::Array(values)]));
+        let buf = match &mut current {
+            Some((t, buf)) if *t == tags => {
+                buf.push(b',');
+                buf
             }
+            _ => {
+                if let Some((_, done)) = current.take() {
+                    out.push(close(done));
+                }
+                let mut buf = head.clone();
+                if tagged {
+                    buf.extend_from_slice(b",\"tags\":");
+                    write_tags(&tags, &mut buf)?;
+                }
+                buf.extend_from_slice(&cols);
+                &mut current.insert((tags, buf)).1
+            }
+        };
+        buf.push(b'[');
+        serde_json::to_writer(&mut *buf, &time_value(ns, epoch)).map_err(json)?;
+        for v in it {
+            buf.push(b',');
+            serde_json::to_writer(&mut *buf, &finite(v)).map_err(json)?;
         }
+        buf.push(b']');
     }
-    flush(current, out)
+    if let Some((_, done)) = current {
+        out.push(close(done));
+    }
+    Ok(())
+}
+
+/// Ends a series' `values` and object.
+fn close(mut buf: Vec<u8>) -> Vec<u8> {
+    buf.extend_from_slice(b"]}");
+    buf
+}
+
+/// Writes the engine's JSON object of tags: as it is when it holds no escape, else parsed and
+/// written again. Either way it must be a JSON object.
+fn write_tags(tags: &str, buf: &mut Vec<u8>) -> Result<(), String> {
+    let bad = |e: String| format!("engine output, tags {tags:?}: {e}");
+    if !tags.starts_with('{') {
+        return Err(bad("not a JSON object".into()));
+    }
+    if tags.contains('\\') {
+        let t: Map<String, Value> = serde_json::from_str(tags).map_err(|e| bad(e.to_string()))?;
+        serde_json::to_writer(&mut *buf, &t).map_err(|e| bad(e.to_string()))?;
+    } else {
+        serde_json::from_str::<serde::de::IgnoredAny>(tags).map_err(|e| bad(e.to_string()))?;
+        buf.extend_from_slice(tags.as_bytes());
+    }
+    Ok(())
 }
 
 /// NaN and infinities (a `stddev` of one point) are `null` in InfluxDB's JSON; the engine
@@ -125,7 +158,7 @@ fn finite(v: Value) -> Value {
 }
 
 /// `SLIMIT`/`SOFFSET` over a statement's series.
-pub fn limit_series(series: &mut Vec<Value>, slimit: Option<u64>, soffset: Option<u64>) {
+pub fn limit_series<T>(series: &mut Vec<T>, slimit: Option<u64>, soffset: Option<u64>) {
     let skip = soffset.unwrap_or(0) as usize;
     if skip > 0 {
         series.drain(..skip.min(series.len()));
@@ -146,6 +179,13 @@ mod tests {
 ["{\"host\":\"b\"}","1000000","-3"]
 "#;
 
+    /// The series written, read back.
+    fn parsed(out: &[Vec<u8>]) -> Vec<Value> {
+        out.iter()
+            .map(|s| serde_json::from_slice(s).unwrap())
+            .collect()
+    }
+
     #[test]
     fn rows_become_series_per_tag_set() {
         let rows = parse_rows(OUT).unwrap();
@@ -153,7 +193,7 @@ mod tests {
         let cols = vec!["time".to_string(), "count".to_string()];
         series("cpu", &cols, true, rows, Some(1_000_000), &mut out).unwrap();
         assert_eq!(
-            Value::Array(out),
+            Value::Array(parsed(&out)),
             serde_json::json!([
                 {"name": "cpu", "tags": {"host": "a"}, "columns": ["time", "count"], "values": [[1, 7], [2, null]]},
                 {"name": "cpu", "tags": {"host": "b"}, "columns": ["time", "count"], "values": [[1, -3]]}
@@ -167,14 +207,43 @@ mod tests {
         let mut out = Vec::new();
         let cols = vec!["time".to_string(), "v".to_string()];
         series("m", &cols, false, rows, None, &mut out).unwrap();
+        let out = parsed(&out);
         assert_eq!(out.len(), 2);
         assert!(out[0].get("tags").is_none());
         assert_eq!(out[0]["values"][0][0], "1970-01-01T00:00:00.001Z");
     }
 
     #[test]
-    fn empty_output_is_no_series_and_garbage_is_an_error() {
+    fn tags_with_escapes_are_written_as_influxdb_writes_them_and_garbage_is_an_error() {
+        let rows = parse_rows(
+            br#"["__sl_tags","__sl_t","__sl_c0"]
+["String","Int64","Float64"]
+["{\"path\":\"\\/var\\/log\",\"q\":\"a\\\"b\"}","1000000",1.5]
+["{\"path\":\"\\/var\\/log\",\"q\":\"a\\\"b\"}","2000000","nan"]
+"#,
+        )
+        .unwrap();
         let mut out = Vec::new();
+        let cols = vec!["time".to_string(), "v".to_string()];
+        series("m", &cols, true, rows, Some(1), &mut out).unwrap();
+        assert_eq!(out.len(), 1);
+        let text = String::from_utf8(out[0].clone()).unwrap();
+        assert_eq!(
+            text,
+            r#"{"name":"m","tags":{"path":"/var/log","q":"a\"b"},"columns":["time","v"],"values":[[1000000,1.5],[2000000,null]]}"#
+        );
+        for bad in ["[1]", "{\"a\":", "x"] {
+            let rows = Rows {
+                rows: vec![vec![Value::from(bad), Value::from(1)]],
+            };
+            let err = series("m", &cols, true, rows, None, &mut Vec::new()).unwrap_err();
+            assert!(err.contains("tags"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn empty_output_is_no_series_and_garbage_is_an_error() {
+        let mut out: Vec<Vec<u8>> = Vec::new();
         series("m", &[], false, parse_rows(b"").unwrap(), None, &mut out).unwrap();
         assert!(out.is_empty());
         assert!(parse_rows(b"[\"a\"]\n[\"String\"]\nnot json\n").is_err());
