@@ -14,6 +14,7 @@ use chdb_rust::format::OutputFormat;
 use sluice_core::batch::{ColumnValues, FieldColumn, FieldType, MeasurementBatch};
 use sluice_server::arrow_batch::measurement_batches;
 use sluice_server::catalog::ddl::create_table_sql;
+use sluice_server::engine::WHOLE_INSERT;
 
 fn batch(points: usize, fields: usize) -> RecordBatch {
     let series = 10_000u64;
@@ -58,7 +59,7 @@ fn insert(conn: &Connection, batch: &RecordBatch, limit: u64, n: u64) -> Result<
     conn.register_arrow_array(&name, &schema, &array)
         .map_err(|e| e.to_string())?;
     let sql = format!(
-        "INSERT INTO m ({}) SELECT * FROM {} SETTINGS insert_allow_materialized_columns = 1, min_insert_block_size_rows = 1000000000000, min_insert_block_size_bytes = 1000000000000000, max_insert_threads = 1, insert_deduplicate = 0, max_memory_usage = {limit}{}",
+        "INSERT INTO m ({}) SELECT * FROM {} SETTINGS insert_allow_materialized_columns = 1, {WHOLE_INSERT}, insert_deduplicate = 0, max_memory_usage = {limit}{}",
         columns.join(", "),
         arrow_stream_table_sql(&name),
         std::env::var("PROBE_SETTINGS").unwrap_or_default()
@@ -81,11 +82,8 @@ fn main() {
     let cols: Vec<(String, FieldType)> = (0..fields)
         .map(|f| (format!("f{f}"), FieldType::Float))
         .collect();
-    conn.query(
-        &create_table_sql("m", None, &cols).replace("`m`", "m"),
-        OutputFormat::Null,
-    )
-    .expect("create");
+    conn.query(&create_table_sql("m", None, &cols), OutputFormat::Null)
+        .expect("create");
     let arrow: usize = b.columns().iter().map(|c| c.get_array_memory_size()).sum();
     let (mut lo, mut hi) = (1u64 << 20, 4u64 << 30);
     let mut n = 0;

@@ -408,7 +408,7 @@ impl Engine {
 /// an insert as a part of its own, and recovery's per-entry check (`Flusher::resolve_intent`)
 /// needs an entry to be in the table entirely or not at all. With chDB's defaults a flush above
 /// about 1 M rows or 256 MiB became several parts (a 2.5 M-row flush made three).
-const WHOLE_INSERT: &str = "min_insert_block_size_rows = 1000000000000, min_insert_block_size_bytes = 1000000000000000, max_insert_threads = 1";
+pub const WHOLE_INSERT: &str = "min_insert_block_size_rows = 1000000000000, min_insert_block_size_bytes = 1000000000000000, max_insert_threads = 1";
 
 #[cfg(test)]
 mod tests {

@@ -77,14 +77,11 @@ impl Outcome {
             } => {
                 out.extend_from_slice(format!("{{\"statement_id\":{id}").as_bytes());
                 if !series.is_empty() {
-                    out.extend_from_slice(b",\"series\":[");
-                    for (i, s) in series.iter().enumerate() {
-                        if i > 0 {
-                            out.push(b',');
-                        }
+                    out.extend_from_slice(b",\"series\":");
+                    array(out, series, |out, s| {
                         out.extend_from_slice(s);
-                    }
-                    out.push(b']');
+                        Ok(())
+                    })?;
                 }
                 if let Some(m) = messages {
                     out.extend_from_slice(b",\"messages\":");
@@ -99,15 +96,27 @@ impl Outcome {
 
 /// InfluxDB's `{"results": [...]}` of `results`, as JSON text.
 pub fn results_json(results: &[Outcome]) -> serde_json::Result<Vec<u8>> {
-    let mut out = b"{\"results\":[".to_vec();
-    for (i, r) in results.iter().enumerate() {
+    let mut out = b"{\"results\":".to_vec();
+    array(&mut out, results, |out, r| r.write(out))?;
+    out.push(b'}');
+    Ok(out)
+}
+
+/// Writes `items` as a JSON array, each by `write`.
+fn array<T>(
+    out: &mut Vec<u8>,
+    items: &[T],
+    write: impl Fn(&mut Vec<u8>, &T) -> serde_json::Result<()>,
+) -> serde_json::Result<()> {
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        r.write(&mut out)?;
+        write(out, item)?;
     }
-    out.extend_from_slice(b"]}");
-    Ok(out)
+    out.push(b']');
+    Ok(())
 }
 
 pub fn result_ok(id: usize) -> Value {
