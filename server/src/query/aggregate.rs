@@ -1,11 +1,13 @@
 //! The aggregate half of a `SELECT` plan: aggregates and selectors per series and bucket (in
 //! two phases when grouped by tag), gaps filled, transforms over the buckets.
 
+use sluice_core::FieldType;
 use sluice_influxql::{Expr, Fill};
 
 use super::buckets::{linear_sql, Bucketing};
-use super::cond;
+use super::cond::{self, Operand};
 use super::functions;
+use super::order_key::Part;
 use super::plan::{value_col, Mode, Query, MAX_BUCKETS, SID, TAGS, TIME};
 use super::PlanError;
 use sluice_influxql::TimeOffset;
@@ -16,7 +18,10 @@ impl Query<'_> {
         let bucketing = self.bucketing()?;
         let two_phase = self.per_series();
         // A gathering read always moves states: they merge exactly across pods.
-        let mut states = functions::States::new(two_phase || !matches!(self.mode, Mode::Whole));
+        let mut states = functions::States::new(
+            two_phase || !matches!(self.mode, Mode::Whole),
+            self.in_key_order(),
+        );
         let mut cols = Vec::new();
         let mut counts = Vec::new();
         let mut transforms = Vec::new();
@@ -152,6 +157,15 @@ impl Query<'_> {
         self.grouping.tagged() && !self.filter.rows_use_tags
     }
 
+    /// Whether an aggregation of it runs in key order
+    /// ([`crate::engine::ReadSettings::aggregation_in_order`]): per series, over the whole
+    /// range, on a pod (the gathering pod merges states).
+    pub(super) fn in_key_order(&self) -> bool {
+        self.per_series()
+            && self.stmt.group_by_time().is_none()
+            && !matches!(self.mode, Mode::Final(_))
+    }
+
     /// A pod's share of an aggregate: the states per grouping tags (and bucket), which the
     /// gathering pod merges. Grouped by tags without row-level tag conditions, per series
     /// first and the series' tags joined to the states, as in one pod.
@@ -225,20 +239,27 @@ impl Query<'_> {
         let Some(Expr::VarRef { name: f, data_type }) = args.first() else {
             return fallback;
         };
-        let x = cond::operand_sql(&self.scope.resolve(f, *data_type), "s.tags");
+        let op = self.scope.resolve(f, *data_type);
+        let x = cond::operand_sql(&op, "s.tags");
+        let ty = match op {
+            Operand::Field(_, ty) => ty,
+            _ => FieldType::Float,
+        };
         let ns = "toUnixTimestamp64Nano(m.time)";
+        // The earliest point of the smallest (`min`) or greatest (`max`) value.
+        let by_value = |desc| states.order_key(Part::Value(&x, ty), Part::Time { desc });
         match name.as_str() {
             "first" => states.agg("argMinIf", None, &format!("{ns}, m.time, {x} IS NOT NULL")),
             "last" => states.agg("argMaxIf", None, &format!("{ns}, m.time, {x} IS NOT NULL")),
             "min" => states.agg(
                 "argMinIf",
                 None,
-                &format!("{ns}, ({x}, {ns}), {x} IS NOT NULL"),
+                &format!("{ns}, {}, {x} IS NOT NULL", by_value(false)),
             ),
             "max" => states.agg(
                 "argMaxIf",
                 None,
-                &format!("{ns}, ({x}, -{ns}), {x} IS NOT NULL"),
+                &format!("{ns}, {}, {x} IS NOT NULL", by_value(true)),
             ),
             _ => fallback,
         }

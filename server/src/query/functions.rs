@@ -4,7 +4,10 @@
 
 use sluice_influxql::{Expr, Literal};
 
+use sluice_core::FieldType;
+
 use super::cond::{self, Operand, Scope};
+use super::order_key::{self, Part};
 use super::PlanError;
 
 /// How the aggregates of a statement are computed: in one `GROUP BY`, or in two phases like
@@ -13,16 +16,32 @@ use super::PlanError;
 /// than the aggregation itself.
 pub struct States {
     two_phase: bool,
+    /// Whether the aggregation runs in key order ([`States::order_key`]).
+    in_key_order: bool,
     /// The aggregates of the first phase, `(function, parameters, arguments)`; the `i`th is
     /// the column `__sl_s<i>`.
     partial: Vec<(String, String, String)>,
 }
 
 impl States {
-    pub fn new(two_phase: bool) -> Self {
+    pub fn new(two_phase: bool, in_key_order: bool) -> Self {
         Self {
             two_phase,
+            in_key_order,
             partial: Vec::new(),
+        }
+    }
+
+    /// A selector's ordering key: packed into one number ([`order_key::key`]) for a hash
+    /// aggregation, where it made the max per host over an hour of 10,000 series 2.5 times
+    /// faster and the last point per minute and series 3 times. In key order the tuple stays:
+    /// each series' rows arrive together, and computing the packed key of every row cost more
+    /// than the tuple saved (90 against 96 ms for that max per host).
+    pub fn order_key(&self, first: Part, second: Part) -> String {
+        if self.in_key_order {
+            order_key::tuple(&first, &second)
+        } else {
+            order_key::key(first, second)
         }
     }
 
@@ -138,9 +157,9 @@ pub fn call_sql(
             "expected field argument in {name}()"
         )));
     };
-    let x = match scope.resolve(f, *data_type) {
-        op @ Operand::Field(..) => cond::operand_sql(&op, "s.tags"),
-        _ => "CAST(NULL, 'Nullable(Float64)')".into(),
+    let (x, ty) = match scope.resolve(f, *data_type) {
+        op @ Operand::Field(_, ty) => (cond::operand_sql(&op, "s.tags"), ty),
+        _ => ("CAST(NULL, 'Nullable(Float64)')".into(), FieldType::Float),
     };
     let mut agg = |f: &str, args: &str| states.agg(f, None, args);
     Ok(match name {
@@ -151,11 +170,14 @@ pub fn call_sql(
         "min" => agg("min", &x),
         "max" => agg("max", &x),
         // Points at the same time: InfluxDB's first and last keep the greatest value.
-        "first" => agg(
-            "argMax",
-            &format!("{x}, (-toUnixTimestamp64Nano(m.time), {x})"),
-        ),
-        "last" => agg("argMax", &format!("{x}, (m.time, {x})")),
+        "first" => {
+            let key = states.order_key(Part::Time { desc: true }, Part::Value(&x, ty));
+            states.agg("argMax", None, &format!("{x}, {key}"))
+        }
+        "last" => {
+            let key = states.order_key(Part::Time { desc: false }, Part::Value(&x, ty));
+            states.agg("argMax", None, &format!("{x}, {key}"))
+        }
         "spread" => format!("({} - {})", agg("max", &x), agg("min", &x)),
         "stddev" => format!(
             "if({} < 2, NULL, {})",

@@ -17,6 +17,7 @@ pub mod gather;
 mod groups;
 pub mod key_regex;
 pub mod meta;
+pub mod order_key;
 pub mod partial;
 pub mod plan;
 mod raw;

@@ -163,10 +163,7 @@ pub fn plan(
     } else {
         q.raw(&exprs)?
     };
-    let aggregation_in_order = aggregate
-        && q.per_series()
-        && stmt.group_by_time().is_none()
-        && !matches!(mode, Mode::Final(_));
+    let aggregation_in_order = aggregate && q.in_key_order();
     // Reading only the series' tails, `last` needs little memory on two threads.
     let one_thread = aggregation_in_order
         && exprs.iter().any(|e| calls(e, "last"))

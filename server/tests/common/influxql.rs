@@ -146,6 +146,13 @@ pub fn queries() -> Vec<String> {
         format!("SELECT count(distinct(\"n\")) FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
         format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range}"),
         format!("SELECT last(\"value\") FROM \"cpu\" WHERE {range}"),
+        // Selectors of an integer whose values tie across points and hosts: the time of the
+        // earliest greatest (smallest) value, the greatest value at the latest (earliest) time.
+        format!("SELECT max(\"n\") FROM \"cpu\" WHERE {range}"),
+        format!("SELECT min(\"n\") FROM \"cpu\" WHERE {range}"),
+        format!("SELECT max(\"n\") FROM \"cpu\" WHERE {range} GROUP BY \"host\""),
+        format!("SELECT last(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m)"),
+        format!("SELECT first(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m)"),
         // The last point of whole series, read from the earliest of them on.
         "SELECT last(\"value\") FROM \"cpu\" GROUP BY \"host\"".into(),
         "SELECT last(\"used\"), last(\"free\") FROM \"disk\" GROUP BY \"host\"".into(),
