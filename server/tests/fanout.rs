@@ -66,6 +66,49 @@ fn wait_total(t: &Tenant, table: &str, n: usize) {
     }
 }
 
+/// Pods on 127.0.0.1, .2 and .3 of one port, as pods of one address each. A pod joins the
+/// others from 127.0.0.1 (where the loopback sends from), which must not become the address
+/// they read it at: right after starting, each pod's reads would ask the pod at 127.0.0.1 for
+/// the others' shares (one share counted several times, others missing).
+#[test]
+fn pods_on_one_machine_are_read_at_their_own_addresses() {
+    let port = common::free_port();
+    let names: Vec<String> = (1..=3).map(|i| format!("127.0.0.{i}:{port}")).collect();
+    let peers = names.join(",");
+    let env = [
+        ("SLUICE_CLUSTER_PEERS", peers.as_str()),
+        ("SLUICE_CLUSTER_TOKEN", TOKEN),
+    ];
+    // One after the other, so each later pod joins the earlier ones.
+    let pods: Vec<Server> = names.iter().map(|n| Server::start_at(n, &env)).collect();
+    let mut expected = 0;
+    for (i, pod) in pods.iter().enumerate() {
+        let n = 10 << i;
+        let body: Vec<String> = (0..n)
+            .map(|k| format!("cpu,host=p{i} value={k} {}", 1_600_000_000 + k))
+            .collect();
+        let w = pod.write("db=g&precision=s", &body.join("\n"));
+        assert_eq!(w.status, 204, "{}", w.body);
+        expected += n;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for pod in &pods {
+        loop {
+            let (v, _) = count_cpu(pod, "");
+            let count = v["results"][0]["series"][0]["values"][0][1].as_u64();
+            if count == Some(expected) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: counted {count:?} of {expected}: {v}",
+                pod.url
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 #[test]
 fn three_pods_answer_every_query_as_one_pod_holding_everything() {
     let one = Server::start(&[]);

@@ -238,11 +238,14 @@ impl Cluster {
                 "{name:?} is not host:port under the tenant's pods' domain and port"
             ));
         }
+        // A connection from a loopback address did not come from the pod's own interface:
+        // on one machine every connection to a 127.x address comes from 127.0.0.1, and a
+        // sidecar proxy connects from its own. Remembered, it would send this pod's reads of
+        // that pod to another (or to itself) for [`members::ADDRESS_TTL`]: such a pod is
+        // reached by its name.
+        let from = Some(from.to_canonical()).filter(|ip| !ip.is_loopback());
         match what {
-            announce::Announce::Join => {
-                self.members()
-                    .join(name, Some(from), std::time::Instant::now())
-            }
+            announce::Announce::Join => self.members().join(name, from, std::time::Instant::now()),
             announce::Announce::Leave => self.members().leave(name),
         }
         tracing::info!(
@@ -385,6 +388,34 @@ pub fn url_sql(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Three servers on one machine: every join reaches the others from 127.0.0.1, and a
+    /// pod remembered there would be read as the pod at 127.0.0.1 (counted twice, its own
+    /// data missing) until the address expired.
+    #[test]
+    fn a_join_from_a_loopback_address_is_reached_by_its_name() {
+        let peers = ["127.0.0.1:18087", "127.0.0.2:18087", "127.0.0.3:18087"];
+        let cfg = ClusterConfig {
+            peers: peers.iter().map(|p| p.to_string()).collect(),
+            token: Some("t".into()),
+            ..Default::default()
+        };
+        let c = Cluster::new(&cfg, peers[0]).unwrap();
+        let join = |name: &str, from: &str| {
+            c.record(announce::Announce::Join, name, from.parse().unwrap())
+                .unwrap()
+        };
+        join(peers[1], "10.1.2.3");
+        join(peers[2], "127.0.0.1");
+        let found = c.resolve(&[peers[1].to_string(), peers[2].to_string()]);
+        let addr = |a: &str| Some(a.parse::<SocketAddr>().unwrap());
+        assert_eq!(found[0].addr, addr("10.1.2.3:18087"));
+        assert_eq!(found[1].addr, addr(peers[2]));
+        // The same from an IPv4-mapped IPv6 loopback.
+        join(peers[1], "::ffff:127.0.0.1");
+        let found = c.resolve(&[peers[1].to_string()]);
+        assert_eq!(found[0].addr, addr(peers[1]));
+    }
 
     #[test]
     fn peers_must_be_plain_host_and_port() {

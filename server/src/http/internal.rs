@@ -186,7 +186,8 @@ pub(super) async fn peers(
 }
 
 /// A pod joins from its own address (pods reach each other without address translation), so
-/// the pods it joins reach it there even while the cluster DNS still answers an old one.
+/// the pods it joins reach it there even while the cluster DNS still answers an old one
+/// (except from a loopback address: see [`crate::cluster::Cluster::record`]).
 fn announced(
     app: &App,
     from: SocketAddr,
@@ -207,7 +208,7 @@ fn announced(
             )
         }
     };
-    match app.cluster.record(what, name, from.ip().to_canonical()) {
+    match app.cluster.record(what, name, from.ip()) {
         Ok(peers) => (
             StatusCode::OK,
             axum::Json(serde_json::json!({ "peers": peers })),
