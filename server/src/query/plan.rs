@@ -484,20 +484,19 @@ mod tests {
         assert_eq!(p.matches(floor).count(), 1, "{p}");
         assert!(p.contains("maxIfOrNull(m.time, m.`value` IS NOT NULL) AS __sl_last0"));
         // Every read of the first pass keeps the statement's own conditions: the last 15
-        // minutes, the series with a recent value found there (twice: counted, then listed)
-        // and the rows of the others; the aggregation the fifth.
+        // minutes (one scalar, named three times: its earliest last point, the count of the
+        // series without a recent value and their list) and the rows of the others; the
+        // aggregation the fifth.
         assert_eq!(p.matches("m.`n` > 2").count(), 5, "{p}");
         let recent = format!(
             "m.time >= fromUnixTimestamp64Nano(toInt64({}))",
             1_000_000_000_000i64 - 15 * 60 * 1_000_000_000
         );
         assert_eq!(p.matches(&recent).count(), 3, "{p}");
+        let pass = "(SELECT (min(__sl_last0), groupArrayIf(__sl_sid, __sl_last0 IS NOT NULL)) FROM (SELECT m.series_id AS __sl_sid, maxIfOrNull(m.time, m.`value` IS NOT NULL) AS __sl_last0 FROM `db_autogen_cpu` AS m WHERE (m.`n` > 2) AND m.time >= ";
+        assert_eq!(p.matches(pass).count(), 3, "{p}");
         assert!(
-            p.contains("GROUP BY m.series_id UNION ALL SELECT maxIfOrNull("),
-            "{p}"
-        );
-        assert!(
-            p.contains("HAVING countIf(m.`value` IS NOT NULL) > 0)"),
+            p.contains(", 1) AS __sl_last0 UNION ALL SELECT maxIfOrNull("),
             "{p}"
         );
         // The others by id while they are at most half the series, else every row.
@@ -509,10 +508,11 @@ mod tests {
         let p = sql("SELECT last(value), last(n) FROM cpu WHERE host = 'a'");
         assert!(
             p.contains(
-                "HAVING countIf(m.`n` IS NOT NULL) > 0 AND countIf(m.`value` IS NOT NULL) > 0"
+                "(SELECT (min(__sl_last0), min(__sl_last1), groupArrayIf(__sl_sid, __sl_last0 IS NOT NULL AND __sl_last1 IS NOT NULL))"
             ),
             "{p}"
         );
+        assert!(p.contains("SELECT tupleElement("), "{p}");
         // The series the statement's tags select, and no other, count as the others.
         assert!(
             p.contains("measurement = 'cpu' AND (tags['host'] = 'a')) WHERE series_id NOT IN"),
