@@ -110,8 +110,8 @@ fn packed_keys_order_as_their_tuples() {
                 "toUnixTimestamp64Nano(m.time)"
             };
             for (packed, tuple) in [
-                (key(Part::Value(x, ty), time()), format!("{x}, {t}")),
-                (key(time(), Part::Value(x, ty)), format!("{t}, {x}")),
+                (key(Part::Value(x, Some(ty)), time()), format!("{x}, {t}")),
+                (key(time(), Part::Value(x, Some(ty))), format!("{t}, {x}")),
             ] {
                 assert!(packed.starts_with("bitOr("), "{packed}");
                 let (a, b) = (order(&packed, x), order(&tuple, x));
@@ -135,8 +135,8 @@ fn packed_keys_order_as_their_tuples() {
         &engine,
         &format!(
             "SELECT {} = {} FROM (SELECT CAST(-0. AS Nullable(Float64)) AS f, toDateTime64(0, 9, 'UTC') AS time) AS m",
-            key(Part::Value("m.f", FieldType::Float), Part::Time { desc: false }),
-            key(Part::Value("0.", FieldType::Float), Part::Time { desc: false }),
+            key(Part::Value("m.f", Some(FieldType::Float)), Part::Time { desc: false }),
+            key(Part::Value("0.", Some(FieldType::Float)), Part::Time { desc: false }),
         ),
     );
     assert_eq!(tie.trim(), "1");

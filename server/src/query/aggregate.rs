@@ -1,7 +1,6 @@
 //! The aggregate half of a `SELECT` plan: aggregates and selectors per series and bucket (in
 //! two phases when grouped by tag), gaps filled, transforms over the buckets.
 
-use sluice_core::FieldType;
 use sluice_influxql::{Expr, Fill};
 
 use super::buckets::{linear_sql, Bucketing};
@@ -242,8 +241,8 @@ impl Query<'_> {
         let op = self.scope.resolve(f, *data_type);
         let x = cond::operand_sql(&op, "s.tags");
         let ty = match op {
-            Operand::Field(_, ty) => ty,
-            _ => FieldType::Float,
+            Operand::Field(_, ty) => Some(ty),
+            _ => None,
         };
         let ns = "toUnixTimestamp64Nano(m.time)";
         // The earliest point of the smallest (`min`) or greatest (`max`) value.

@@ -4,8 +4,6 @@
 
 use sluice_influxql::{Expr, Literal};
 
-use sluice_core::FieldType;
-
 use super::cond::{self, Operand, Scope};
 use super::order_key::{self, Part};
 use super::PlanError;
@@ -158,8 +156,8 @@ pub fn call_sql(
         )));
     };
     let (x, ty) = match scope.resolve(f, *data_type) {
-        op @ Operand::Field(_, ty) => (cond::operand_sql(&op, "s.tags"), ty),
-        _ => ("CAST(NULL, 'Nullable(Float64)')".into(), FieldType::Float),
+        op @ Operand::Field(_, ty) => (cond::operand_sql(&op, "s.tags"), Some(ty)),
+        _ => ("CAST(NULL, 'Nullable(Float64)')".into(), None),
     };
     let mut agg = |f: &str, args: &str| states.agg(f, None, args);
     Ok(match name {

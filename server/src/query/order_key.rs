@@ -15,14 +15,15 @@ use sluice_core::FieldType;
 pub enum Part<'a> {
     /// The row's time, earliest first or (`desc`) latest first.
     Time { desc: bool },
-    /// A field's value (SQL) of its type, smallest first.
-    Value(&'a str, FieldType),
+    /// A value (SQL) of a field's type, smallest first; of no known type (`None`), the tuple.
+    Value(&'a str, Option<FieldType>),
 }
 
 /// The time in nanoseconds, the Int64 the keys are made of.
 const NS: &str = "toUnixTimestamp64Nano(m.time)";
 
-/// `x` as a `UInt64` that sorts as `x` does; none for strings, whose order does not fit.
+/// `x` as a `UInt64` that sorts as `x` does; none for strings, whose order does not fit, and
+/// for a value of no known type.
 fn ordered(part: &Part) -> Option<String> {
     // Flipping an Int64's sign bit turns its order into the unsigned one; flipping every
     // other bit instead reverses it.
@@ -32,14 +33,14 @@ fn ordered(part: &Part) -> Option<String> {
         // A float's bits sort as it does when the sign bit is set on a positive number and
         // every bit is flipped on a negative one; adding 0 makes -0 the same as 0, as they
         // compare equal (NaN and infinities are refused at the write).
-        Part::Value(x, FieldType::Float) => format!(
+        Part::Value(x, Some(FieldType::Float)) => format!(
             "if(({x}) < 0, bitNot(reinterpretAsUInt64(({x}) + 0.)), bitOr(reinterpretAsUInt64(({x}) + 0.), 9223372036854775808))"
         ),
-        Part::Value(x, FieldType::Integer) => {
+        Part::Value(x, Some(FieldType::Integer)) => {
             format!("bitXor(reinterpretAsUInt64({x}), 9223372036854775808)")
         }
-        Part::Value(x, FieldType::UInteger | FieldType::Boolean) => format!("toUInt64({x})"),
-        Part::Value(_, FieldType::String) => return None,
+        Part::Value(x, Some(FieldType::UInteger | FieldType::Boolean)) => format!("toUInt64({x})"),
+        Part::Value(_, Some(FieldType::String) | None) => return None,
     })
 }
 
@@ -76,7 +77,7 @@ mod tests {
     #[test]
     fn packs_numbers_and_keeps_tuples_for_strings() {
         let k = key(
-            Part::Value("m.v", FieldType::Float),
+            Part::Value("m.v", Some(FieldType::Float)),
             Part::Time { desc: true },
         );
         assert!(
@@ -86,15 +87,19 @@ mod tests {
         assert!(k.ends_with("9223372036854775807)))"), "{k}");
         let k = key(
             Part::Time { desc: false },
-            Part::Value("m.n", FieldType::Integer),
+            Part::Value("m.n", Some(FieldType::Integer)),
         );
         assert!(k.contains("toUInt128(bitXor(reinterpretAsUInt64(m.n), 9223372036854775808))"));
         assert_eq!(
             key(
                 Part::Time { desc: true },
-                Part::Value("m.s", FieldType::String)
+                Part::Value("m.s", Some(FieldType::String))
             ),
             "(-toUnixTimestamp64Nano(m.time), m.s)"
+        );
+        assert_eq!(
+            key(Part::Value("NULL", None), Part::Time { desc: false }),
+            "(NULL, toUnixTimestamp64Nano(m.time))"
         );
     }
 }
