@@ -135,7 +135,7 @@ pub fn tag_values_sql(
 ) -> String {
     let k = match key {
         // One key: its values straight from the map, without a row per key of every series
-        // first (the values of `host` over 10,000 series: 6.6 -> 3.5 ms in the engine).
+        // first (the values of `host` over 10,000 series: 6.7 -> 5.3 ms in the engine).
         TagKeyFilter::Eq(k) => {
             let k = quote_str(k);
             return format!(

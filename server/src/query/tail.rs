@@ -11,10 +11,11 @@
 //!
 //! The first pass itself reads the last [`RECENT`] only, for the series that have every field
 //! there (a live series' last points are recent): over all 50 M rows of a pod it took 83 ms,
-//! over the last 15 minutes 11-16 ms, once (a scalar subquery the engine does not repeat). Only the other series of the statement (stopped, or
-//! without a recent value of a field) are read in full, found by id through the primary key;
-//! when they are most of the series, a plain scan of every row is cheaper than looking each
-//! row's series up, and the first pass reads every row as before.
+//! over the last 15 minutes 11-16 ms, once (a scalar subquery the engine does not repeat).
+//! Only the other series of the statement (stopped, or without a recent value of a field) are
+//! read in full, found by id through the primary key; when they are most of the series, a
+//! plain scan of every row is cheaper than looking each row's series up, and the first pass
+//! reads every row as before.
 
 use sluice_influxql::Expr;
 
