@@ -62,6 +62,14 @@ pub enum Partial {
         statement: usize,
         now: i64,
     },
+    /// The pod's distinct tag values (`measurement, k, v` in `Native`) that statement
+    /// `statement` of `q` (a `SHOW TAG VALUES`) lists.
+    TagValues {
+        db: String,
+        q: String,
+        statement: usize,
+        now: i64,
+    },
     /// The pod's share of `SELECT` statement `statement` of `q` over one measurement, with the
     /// tenant's fields and tag keys of it (`Native`).
     Select {

@@ -127,20 +127,16 @@ pub fn tag_keys_sql(from: &str, filter: &str) -> String {
     )
 }
 
-pub fn tag_values_sql(
-    from: &str,
-    filter: &str,
-    key: &TagKeyFilter,
-    order: Option<SortOrder>,
-) -> String {
+/// The `(measurement, k, v)` rows of `SHOW TAG VALUES` over series `from`: one per series
+/// and listed key (so not yet distinct).
+pub fn tag_value_rows_sql(from: &str, filter: &str, key: &TagKeyFilter) -> String {
     let k = match key {
         // One key: its values straight from the map, without a row per key of every series
         // first (the values of `host` over 10,000 series: 6.7 -> 5.3 ms in the engine).
         TagKeyFilter::Eq(k) => {
             let k = quote_str(k);
             return format!(
-                "SELECT measurement, {k} AS k, tags[{k}] AS v FROM {from} WHERE {filter} AND mapContains(tags, {k}) GROUP BY measurement, v ORDER BY measurement, v{}",
-                dir(order)
+                "SELECT measurement, {k} AS k, tags[{k}] AS v FROM {from} WHERE {filter} AND mapContains(tags, {k})"
             );
         }
         TagKeyFilter::NotEq(k) => format!("k != {}", quote_str(k)),
@@ -155,10 +151,49 @@ pub fn tag_values_sql(
         TagKeyFilter::NotRegex(re) => format!("NOT match(k, {})", quote_str(re.as_str())),
     };
     format!(
-        "SELECT measurement, k, tags[k] AS v FROM {} ARRAY JOIN mapKeys(tags) AS k WHERE {filter} AND {k} GROUP BY measurement, k, v ORDER BY measurement, k, v{}",
-        from,
-        dir(order)
+        "SELECT measurement, k, tags[k] AS v FROM {from} ARRAY JOIN mapKeys(tags) AS k WHERE {filter} AND {k}"
     )
+}
+
+/// A pod's distinct tag values for a gathering pod: three short strings per value, not every
+/// series' whole tag map (the values of `host` over 10,000 series on each of three pods:
+/// 23.6 -> 14.3 ms for the gathering pod's engine).
+pub fn distinct_tag_values_sql(rows: &str) -> String {
+    format!("SELECT DISTINCT measurement, k, v FROM ({rows})")
+}
+
+/// The columns of a pod's distinct tag values, as it sends them.
+pub const TAG_VALUES_STRUCTURE: &str = "measurement String, k String, v String";
+
+/// `SHOW TAG VALUES`' answer from this pod's series alone.
+pub fn tag_values_sql(filter: &str, key: &TagKeyFilter, order: Option<SortOrder>) -> String {
+    format!(
+        "{}{}",
+        tag_value_rows_sql(&local_series(), filter, key),
+        grouped_tag_values(key, order)
+    )
+}
+
+/// `SHOW TAG VALUES`' answer from every pod's [`distinct_tag_values_sql`] as one table.
+pub fn gathered_tag_values_sql(url: &str, key: &TagKeyFilter, order: Option<SortOrder>) -> String {
+    let k = match key {
+        TagKeyFilter::Eq(k) => format!("{} AS k", quote_str(k)),
+        _ => "k".to_string(),
+    };
+    format!(
+        "SELECT measurement, {k}, v FROM {url}{}",
+        grouped_tag_values(key, order)
+    )
+}
+
+/// One row per value, in order. With one key the key is a constant, left out of the grouping
+/// (grouping by it too took 8.2 -> 10.1 ms for the values of `host` over 10,000 series).
+fn grouped_tag_values(key: &TagKeyFilter, order: Option<SortOrder>) -> String {
+    let by = match key {
+        TagKeyFilter::Eq(_) => "measurement, v",
+        _ => "measurement, k, v",
+    };
+    format!(" GROUP BY {by} ORDER BY {by}{}", dir(order))
 }
 
 pub fn series_sql(from: &str, filter: &str) -> String {
@@ -282,6 +317,21 @@ mod tests {
         assert!(
             k.ends_with("LIMIT 1 BY db, measurement, arraySort(mapKeys(tags))"),
             "{k}"
+        );
+    }
+
+    #[test]
+    fn pods_send_tag_values_not_tag_maps() {
+        let one = TagKeyFilter::Eq("host".into());
+        let share = distinct_tag_values_sql(&tag_value_rows_sql("s", "db = 'db'", &one));
+        assert!(share.starts_with("SELECT DISTINCT measurement, k, v FROM (SELECT measurement, 'host' AS k, tags['host'] AS v FROM s WHERE db = 'db' AND mapContains(tags, 'host'))"), "{share}");
+        let gathered = gathered_tag_values_sql("u", &one, None);
+        assert_eq!(gathered, "SELECT measurement, 'host' AS k, v FROM u GROUP BY measurement, v ORDER BY measurement, v");
+        let some = TagKeyFilter::In(vec!["dc".into(), "host".into()]);
+        let gathered = gathered_tag_values_sql("u", &some, Some(SortOrder::Descending));
+        assert!(
+            gathered.ends_with("GROUP BY measurement, k, v ORDER BY measurement, k, v DESC"),
+            "{gathered}"
         );
     }
 

@@ -228,6 +228,26 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
             };
             meta::partial_series_sql(&filter, one_per)
         }
+        Partial::TagValues {
+            db,
+            q,
+            statement,
+            now,
+        } => {
+            let statements = sluice_influxql::parse(q).map_err(|e| e.to_string())?;
+            let Some(Statement::ShowTagValues(t)) = statements.get(*statement) else {
+                return Err(format!(
+                    "statement {statement} of the request is not a SHOW TAG VALUES"
+                ));
+            };
+            let filter = meta::series_filter(db, &t.sources, t.condition.as_ref(), *now)
+                .map_err(|e| e.to_string())?;
+            meta::distinct_tag_values_sql(&meta::tag_value_rows_sql(
+                &meta::local_series(),
+                &filter,
+                &t.key,
+            ))
+        }
         Partial::Sql { q, .. } => q.clone(),
     };
     Ok(Some(PartialSql {

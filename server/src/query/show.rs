@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use sluice_influxql::Measurement;
 
 use super::{database, meta, shape, sources_of, with_series, Ctx};
+use crate::cluster::Partial;
 
 /// The series rows a `SHOW` statement lists: those of its database that its sources and
 /// condition select, as `sql(from, filter)` makes of them.
@@ -83,14 +84,27 @@ pub(super) fn tag_values(
     t: &sluice_influxql::ShowTagValues,
     id: usize,
 ) -> Result<Value, String> {
-    let rows = listed(
-        ctx,
-        &t.database,
-        &t.sources,
-        t.condition.as_ref(),
-        id,
-        &|from, filter| meta::tag_values_sql(from, filter, &t.key, t.order),
-    )?;
+    let db = database(ctx, t.database.as_deref())?;
+    let rows = match &ctx.gather {
+        None => {
+            let filter = meta::series_filter(&db, &t.sources, t.condition.as_ref(), ctx.now_ns)
+                .map_err(|e| e.to_string())?;
+            ctx.fetch(&meta::tag_values_sql(&filter, &t.key, t.order))?
+        }
+        // Each pod lists its distinct values; the gathering pod only merges and orders them.
+        Some(g) => {
+            let what = Partial::TagValues {
+                db,
+                q: ctx.req.q.to_string(),
+                statement: id,
+                now: ctx.now_ns,
+            };
+            g.fetch(&ctx.budget, &|u| {
+                let from = u.url(&what, "Native", meta::TAG_VALUES_STRUCTURE);
+                meta::gathered_tag_values_sql(&from, &t.key, t.order)
+            })?
+        }
+    };
     Ok(with_series(
         id,
         per_measurement(rows.rows, &["key", "value"], t.limit, t.offset),
