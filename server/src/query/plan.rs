@@ -307,12 +307,7 @@ impl Query<'_> {
                 " INNER JOIN ({series}) AS s ON m.series_id = s.series_id"
             ));
         } else if !self.filter.series.is_empty() {
-            // The ids as one array the engine computes once: it prunes by the key as `IN`
-            // does, without building a set from a subquery (the one-host mean per minute
-            // over 12 hours: 14.2-15.1 -> 12.5-13.5 ms in the engine).
-            conds.push(format!(
-                "has((SELECT groupArray(series_id) FROM ({series})), m.series_id)"
-            ));
+            conds.push(format!("m.series_id IN (SELECT series_id FROM ({series}))"));
         }
         let TimeRange { min, max } = self.filter.range;
         if let Some(lo) = min {
