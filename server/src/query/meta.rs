@@ -165,11 +165,16 @@ pub fn distinct_tag_values_sql(rows: &str) -> String {
 /// The columns of a pod's distinct tag values, as it sends them.
 pub const TAG_VALUES_STRUCTURE: &str = "measurement String, k String, v String";
 
-/// `SHOW TAG VALUES`' answer from this pod's series alone.
-pub fn tag_values_sql(filter: &str, key: &TagKeyFilter, order: Option<SortOrder>) -> String {
+/// `SHOW TAG VALUES`' answer from this pod's series (`from`) alone.
+pub fn tag_values_sql(
+    from: &str,
+    filter: &str,
+    key: &TagKeyFilter,
+    order: Option<SortOrder>,
+) -> String {
     format!(
         "{}{}",
-        tag_value_rows_sql(&local_series(), filter, key),
+        tag_value_rows_sql(from, filter, key),
         grouped_tag_values(key, order)
     )
 }

@@ -84,17 +84,19 @@ pub(super) fn tag_values(
     t: &sluice_influxql::ShowTagValues,
     id: usize,
 ) -> Result<Value, String> {
-    let db = database(ctx, t.database.as_deref())?;
     let rows = match &ctx.gather {
-        None => {
-            let filter = meta::series_filter(&db, &t.sources, t.condition.as_ref(), ctx.now_ns)
-                .map_err(|e| e.to_string())?;
-            ctx.fetch(&meta::tag_values_sql(&filter, &t.key, t.order))?
-        }
+        None => listed(
+            ctx,
+            &t.database,
+            &t.sources,
+            t.condition.as_ref(),
+            id,
+            &|from, filter| meta::tag_values_sql(from, filter, &t.key, t.order),
+        )?,
         // Each pod lists its distinct values; the gathering pod only merges and orders them.
         Some(g) => {
             let what = Partial::TagValues {
-                db,
+                db: database(ctx, t.database.as_deref())?,
                 q: ctx.req.q.to_string(),
                 statement: id,
                 now: ctx.now_ns,
