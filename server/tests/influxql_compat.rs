@@ -11,6 +11,7 @@ mod common;
 use common::influxd::Influxd;
 use common::influxql::{get, points, queries, same};
 use common::Server;
+use serde_json::Value;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -43,9 +44,7 @@ fn influxql_answers_match_influxdb_1_8() {
     let sluice_get = |p: &str| sluice.request("GET", p, &[], b"");
     let mut failures = Vec::new();
     let mut same_count = 0;
-    for q in queries() {
-        let want = get(&influx_get, &q);
-        let got = get(&sluice_get, &q);
+    let mut compare = |q: &str, want: (u16, Value), got: (u16, Value)| {
         if want.0 == got.0 && same(&want.1, &got.1) {
             same_count += 1;
             println!("same       {q}");
@@ -56,6 +55,43 @@ fn influxql_answers_match_influxdb_1_8() {
                 want.0, want.1, got.0, got.1
             ));
         }
+    };
+    for q in queries() {
+        compare(&q, get(&influx_get, &q), get(&sluice_get, &q));
+    }
+    // Parameters in a form body, as `curl --data-urlencode` sends them: InfluxDB reads each
+    // with `FormValue`, a body's value over the query string's.
+    let form = [("Content-Type", "application/x-www-form-urlencoded")];
+    let count = "SELECT count(\"usage\") FROM \"cpu\"";
+    let enc = |pairs: &[(&str, &str)]| serde_urlencoded::to_string(pairs).expect("encode");
+    let posts = [
+        (
+            "/query".to_string(),
+            enc(&[("db", "g"), ("epoch", "s"), ("q", count)]),
+        ),
+        (
+            "/query?db=g".to_string(),
+            enc(&[("q", count), ("epoch", "ms")]),
+        ),
+        (
+            format!("/query?db=nope&{}", enc(&[("q", count)])),
+            enc(&[("db", "g")]),
+        ),
+        (
+            format!("/query?{}", enc(&[("q", count)])),
+            enc(&[("db", "g"), ("epoch", "ns")]),
+        ),
+        ("/query".to_string(), enc(&[("q", count)])),
+        ("/query?db=g".to_string(), String::new()),
+    ];
+    for (path, body) in &posts {
+        let parse = |r: common::Resp| {
+            let v = serde_json::from_str(r.body.trim()).unwrap_or(Value::String(r.body.clone()));
+            (r.status, v)
+        };
+        let want = parse(influxd.request("POST", path, &form, body.as_bytes()));
+        let got = parse(sluice.request("POST", path, &form, body.as_bytes()));
+        compare(&format!("POST {path} with the form {body:?}"), want, got);
     }
     println!(
         "{same_count} of {} queries answered the same",

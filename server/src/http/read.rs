@@ -23,15 +23,45 @@ const MAX_QUERY_BYTES: u64 = 1 << 20;
 /// client reads slowly, so a large result never sits in memory whole.
 const STREAM_CHUNKS: usize = 4;
 
-/// A read's texts: `q`, and `/sql`'s `inner` (run on every pod of the tenant).
+/// A read's texts: `q`, and `/sql`'s `inner` (run on every pod of the tenant); `params`: the
+/// query string's parameters with a form body's over them.
 #[derive(Default)]
 struct Texts {
     q: Option<String>,
     inner: Option<String>,
+    params: HashMap<String, String>,
+}
+
+/// The parameters a form body may carry. InfluxDB 1.x reads `db`, `rp`, `epoch` and the rest
+/// with `FormValue`, where a form body's value wins over the query string's, and clients such
+/// as `curl --data-urlencode db=... --data-urlencode q=...` send them there.
+const FORM_PARAMS: &[&str] = &[
+    "q",
+    "inner",
+    "db",
+    "rp",
+    "epoch",
+    "partial",
+    "pretty",
+    "chunked",
+    "chunk_size",
+    "u",
+    "p",
+];
+
+/// A body's pairs when it is a form: it has `q`, or names only parameters of [`FORM_PARAMS`].
+/// curl sends raw SQL with the form content type by default, and `SELECT a=1` would parse as
+/// a form too, so a body naming anything else is a query text.
+fn form_pairs(raw: &[u8]) -> Option<Vec<(String, String)>> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(raw).ok()?;
+    let has_q = pairs.iter().any(|(k, _)| k == "q");
+    let all_known =
+        !pairs.is_empty() && pairs.iter().all(|(k, _)| FORM_PARAMS.contains(&k.as_str()));
+    (has_q || all_known).then_some(pairs)
 }
 
 /// `q` (and `inner`) from the query string or, for POST, from a form body; a body that is
-/// not a form is `q`.
+/// not a form is `q` unless the query string has one.
 async fn query_param(
     app: &App,
     params: &HashMap<String, String>,
@@ -39,14 +69,17 @@ async fn query_param(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Texts, Response> {
-    if let Some(q) = params.get("q") {
-        return Ok(Texts {
-            q: Some(q.clone()),
-            inner: params.get("inner").cloned(),
-        });
-    }
-    if method != Method::POST {
-        return Ok(Texts::default());
+    let from_url = |params: HashMap<String, String>| Texts {
+        q: params.get("q").cloned(),
+        inner: params.get("inner").cloned(),
+        params,
+    };
+    let is_form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    if method != Method::POST || (params.contains_key("q") && !is_form) {
+        return Ok(from_url(params.clone()));
     }
     let mut memory = app.admission.reserve();
     let raw = read_body(
@@ -58,24 +91,21 @@ async fn query_param(
     )
     .await
     .map_err(|e| super::body::refusal(e, MAX_QUERY_BYTES, app.cfg.limits.body_read_timeout))?;
-    // curl sends raw SQL as a form by default, so only a body that starts like `q=` is one.
-    let is_form = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"))
-        && (raw.starts_with(b"q=") || raw.windows(3).any(|w| w == b"&q="));
-    if is_form {
-        let form: Vec<(String, String)> = serde_urlencoded::from_bytes(&raw)
-            .map_err(|e| error(StatusCode::BAD_REQUEST, format!("invalid form body: {e}")))?;
-        let get = |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
-        return Ok(Texts {
-            q: get("q"),
-            inner: get("inner").or_else(|| params.get("inner").cloned()),
-        });
+    if let Some(pairs) = is_form.then(|| form_pairs(&raw)).flatten() {
+        let mut merged = params.clone();
+        // The first of a name wins, as `FormValue` takes it.
+        for (k, v) in pairs.into_iter().rev() {
+            merged.insert(k, v);
+        }
+        return Ok(from_url(merged));
+    }
+    if params.contains_key("q") || raw.is_empty() {
+        return Ok(from_url(params.clone()));
     }
     Ok(Texts {
         q: Some(String::from_utf8_lossy(&raw).into_owned()),
         inner: params.get("inner").cloned(),
+        params: params.clone(),
     })
 }
 
@@ -96,7 +126,9 @@ pub(super) async fn query(
                 Ok(Texts { q: None, .. }) => {
                     error(StatusCode::BAD_REQUEST, "missing required parameter \"q\"")
                 }
-                Ok(Texts { q: Some(q), .. }) => influx_query(&app, q, &params).await,
+                Ok(Texts {
+                    q: Some(q), params, ..
+                }) => influx_query(&app, q, &params).await,
             },
         },
     };
@@ -191,10 +223,12 @@ pub(super) async fn sql(
                 Ok(Texts {
                     q: Some(q),
                     inner: None,
+                    ..
                 }) => run_sql(&app, q, Some(place)).await,
                 Ok(Texts {
                     q: Some(q),
                     inner: Some(inner),
+                    params,
                 }) => {
                     let partial = params
                         .get("partial")
@@ -494,5 +528,27 @@ pub(super) fn query_error(app: &App, e: QueryError) -> Response {
             error(StatusCode::FORBIDDEN, format!("query refused: {msg}"))
         }
         None => error(StatusCode::BAD_REQUEST, msg),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::form_pairs;
+
+    #[test]
+    fn a_form_has_q_or_names_only_parameters() {
+        let pairs = form_pairs(b"db=g&q=SELECT+1&epoch=s").expect("a form");
+        assert_eq!(pairs[0], ("db".to_string(), "g".to_string()));
+        assert_eq!(pairs[1], ("q".to_string(), "SELECT 1".to_string()));
+        assert!(form_pairs(b"db=g").is_some());
+        assert!(form_pairs(b"q=SHOW+DATABASES&anything=1").is_some());
+    }
+
+    #[test]
+    fn raw_sql_is_not_a_form() {
+        // curl -d sends these with the form content type.
+        assert!(form_pairs(b"SELECT a=1 FROM t").is_none());
+        assert!(form_pairs(b"SELECT 1").is_none());
+        assert!(form_pairs(b"").is_none());
     }
 }
