@@ -296,7 +296,7 @@ impl Query<'_> {
         }
     }
 
-    fn bucketing(&self) -> Result<Option<Bucketing>, PlanError> {
+    pub(super) fn bucketing(&self) -> Result<Option<Bucketing>, PlanError> {
         let Some((interval, offset)) = self.stmt.group_by_time() else {
             return Ok(None);
         };

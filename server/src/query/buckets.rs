@@ -44,7 +44,7 @@ impl Bucketing {
     }
 
     /// The start of the bucket of `t` (SQL of nanoseconds since the epoch).
-    fn start_sql(&self, t: &str) -> String {
+    pub(super) fn start_sql(&self, t: &str) -> String {
         let (i, o) = (self.every, self.offset);
         let shift = match &self.zone {
             Some(z) => format!(

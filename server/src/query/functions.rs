@@ -106,8 +106,6 @@ pub fn is_known_unsupported(name: &str) -> bool {
             | "cumulative_sum"
             | "elapsed"
             | "distinct"
-            | "top"
-            | "bottom"
             | "sample"
             | "integral"
             | "holt_winters"

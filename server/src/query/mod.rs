@@ -28,6 +28,7 @@ pub mod shapes;
 pub mod show;
 mod tail;
 pub mod time;
+mod top;
 pub mod view;
 
 use std::collections::BTreeMap;

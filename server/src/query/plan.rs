@@ -9,7 +9,8 @@
 //!
 //! This module holds what both kinds of statement share (the grouping, the series and the
 //! filter); the select list is expanded in `select_list`, aggregates are planned in
-//! [`super::aggregate`] (with `tail` and `groups` for two shapes of it), points in `raw`.
+//! [`super::aggregate`] (with `tail` and `groups` for two shapes of it), points in `raw`,
+//! `top()` and `bottom()` in `top`.
 
 use std::collections::BTreeMap;
 
@@ -141,9 +142,11 @@ pub fn plan(
     if !exprs.iter().any(|e| reads_a_field(e, &scope)) {
         return Ok(None);
     }
-    let aggregate = exprs
-        .iter()
-        .any(|e| has_call(e) && !functions::is_raw_transform(e));
+    let ranked = super::top::ranked(&exprs, stmt.limit, stmt.offset)?;
+    let aggregate = ranked.is_none()
+        && exprs
+            .iter()
+            .any(|e| has_call(e) && !functions::is_raw_transform(e));
     let mut filter = cond::split(stmt.condition.as_ref(), &scope)?;
     if matches!(mode, Mode::Shape) {
         // The time range narrows the rows and changes no column: without it a dashboard's
@@ -158,7 +161,9 @@ pub fn plan(
         filter: &filter,
         mode,
     };
-    let sql = if aggregate {
+    let sql = if let Some(r) = &ranked {
+        q.ranked(&exprs, r)?
+    } else if aggregate {
         q.aggregate(&exprs)?
     } else {
         q.raw(&exprs)?

@@ -154,6 +154,16 @@ pub fn queries() -> Vec<String> {
         format!("SELECT max(\"n\") FROM \"cpu\" WHERE {range} GROUP BY \"host\""),
         format!("SELECT last(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m)"),
         format!("SELECT first(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m)"),
+        // top() and bottom(): points keep their times; ties go to the earlier point; a tag
+        // argument keeps each of its values' best point (Grafana's builder adds fill(null),
+        // which changes nothing).
+        format!("SELECT top(\"value\", 3) FROM \"cpu\" WHERE {range}"),
+        format!("SELECT bottom(\"n\", 4) FROM \"cpu\" WHERE {range}"),
+        format!("SELECT top(\"value\", \"host\", 2) FROM \"cpu\" WHERE {range}"),
+        format!("SELECT top(\"n\", \"dc\", 3) FROM \"cpu\" WHERE {range}"),
+        format!("SELECT top(\"value\", 2), \"host\" FROM \"cpu\" WHERE {range} GROUP BY time(2m) fill(null)"),
+        format!("SELECT bottom(\"used\", 2) AS \"low\", \"free\" FROM \"disk\" WHERE {range} GROUP BY \"host\" ORDER BY time DESC"),
+        format!("SELECT top(\"value\", 2), mean(\"value\") FROM \"cpu\" WHERE {range}"),
         // The last point of whole series, read from the earliest of them on.
         "SELECT last(\"value\") FROM \"cpu\" GROUP BY \"host\"".into(),
         "SELECT last(\"used\"), last(\"free\") FROM \"disk\" GROUP BY \"host\"".into(),
