@@ -70,6 +70,29 @@ pub fn tuple(first: &Part, second: &Part) -> String {
     format!("({}, {})", tuple_part(first), tuple_part(second))
 }
 
+/// The value of the high half of a [`key`] packed from `Part::Value(_, Some(ty))` (SQL of the
+/// half as a `UInt64`), as its field's type: [`ordered`] undone.
+pub fn value_of(hi: &str, ty: FieldType) -> String {
+    match ty {
+        FieldType::Float => format!(
+            "reinterpretAsFloat64(if(bitTest({hi}, 63), bitXor({hi}, 9223372036854775808), bitNot({hi})))"
+        ),
+        FieldType::Integer => format!("reinterpretAsInt64(bitXor({hi}, 9223372036854775808))"),
+        FieldType::Boolean => format!("({hi}) != 0"),
+        FieldType::UInteger | FieldType::String => hi.to_string(),
+    }
+}
+
+/// The time in nanoseconds of the low half of a [`key`] packed with `Part::Time { desc }`.
+pub fn time_of(lo: &str, desc: bool) -> String {
+    let flip = if desc {
+        "9223372036854775807"
+    } else {
+        "9223372036854775808"
+    };
+    format!("reinterpretAsInt64(bitXor({lo}, {flip}))")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +123,18 @@ mod tests {
         assert_eq!(
             key(Part::Value("NULL", None), Part::Time { desc: false }),
             "(NULL, toUnixTimestamp64Nano(m.time))"
+        );
+    }
+
+    #[test]
+    fn unpacks_what_it_packs() {
+        assert_eq!(
+            time_of("lo", false),
+            "reinterpretAsInt64(bitXor(lo, 9223372036854775808))"
+        );
+        assert_eq!(
+            value_of("hi", FieldType::Integer),
+            "reinterpretAsInt64(bitXor(hi, 9223372036854775808))"
         );
     }
 }

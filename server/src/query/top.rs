@@ -12,6 +12,7 @@ use sluice_core::FieldType;
 use sluice_influxql::{Expr, Literal};
 
 use super::cond::{self, Operand};
+use super::order_key::{self, Part};
 use super::plan::{value_col, Mode, Query, KEY, SID, TAGS, TIME};
 use super::PlanError;
 
@@ -334,71 +335,43 @@ impl Query<'_> {
     }
 }
 
-/// A point's rank as one `UInt128`: the value's bits made to sort as the value does (a
-/// float's sign bit set and, when negative, every bit flipped; an integer's sign bit flipped)
-/// above its time's (sign bit flipped). The least sorts first: for `top` the whole key is
-/// flipped, and its time part before that, so that the greatest value at the earliest time
-/// comes first; for `bottom` the least value at the earliest time.
+/// A point's rank as one `UInt128` ([`order_key::key`]): for `top` the greatest value at the
+/// earliest time is the greatest key, for `bottom` the least value at the earliest time the
+/// least. `groupArraySorted` keeps the least, so `top` stores the key's bits flipped.
 struct Packed {
     ty: FieldType,
     top: bool,
 }
 
-const SIGN: &str = "toUInt64(9223372036854775808)";
-
 impl Packed {
-    /// The rank of value `x` (SQL, not null) at the row's time.
+    /// The stored rank of value `x` (SQL, not null) at the row's time.
     fn of(&self, x: &str) -> String {
-        let v = match self.ty {
-            FieldType::Float => {
-                let b = format!("reinterpretAsUInt64(toFloat64(assumeNotNull({x})))");
-                format!("if(bitTest({b}, 63), bitNot({b}), bitOr({b}, {SIGN}))")
-            }
-            FieldType::Integer => {
-                format!("bitXor(reinterpretAsUInt64(toInt64(assumeNotNull({x}))), {SIGN})")
-            }
-            _ => format!("toUInt64(assumeNotNull({x}))"),
-        };
-        let t = format!("bitXor(reinterpretAsUInt64(toUnixTimestamp64Nano(m.time)), {SIGN})");
-        let t = if self.top { format!("bitNot({t})") } else { t };
-        let key = format!("bitOr(bitShiftLeft(toUInt128({v}), 64), toUInt128({t}))");
-        if self.top {
-            format!("bitNot({key})")
-        } else {
-            key
-        }
+        let value = format!("assumeNotNull({x})");
+        let key = order_key::key(
+            Part::Value(&value, Some(self.ty)),
+            Part::Time { desc: self.top },
+        );
+        self.key(&key)
     }
 
-    /// The rank back from its stored form: the greater the better for `top`.
-    fn key(&self, stored: &str) -> String {
+    /// The key from its stored form, or the stored form from the key.
+    fn key(&self, k: &str) -> String {
         if self.top {
-            format!("bitNot({stored})")
+            format!("bitNot({k})")
         } else {
-            stored.to_string()
+            k.to_string()
         }
     }
 
     /// The value of key `k`, as its field's type.
     fn value(&self, k: &str) -> String {
-        let hi = format!("toUInt64(bitShiftRight(p.{k}, 64))");
-        match self.ty {
-            FieldType::Float => format!(
-                "reinterpretAsFloat64(if(bitTest({hi}, 63), bitXor({hi}, {SIGN}), bitNot({hi})))"
-            ),
-            FieldType::Integer => format!("reinterpretAsInt64(bitXor({hi}, {SIGN}))"),
-            _ => hi,
-        }
+        order_key::value_of(&format!("toUInt64(bitShiftRight(p.{k}, 64))"), self.ty)
     }
 
     /// The time of key `k` (nanoseconds).
     fn time(&self, k: &str) -> String {
         let lo = format!("toUInt64(bitAnd(p.{k}, toUInt128(18446744073709551615)))");
-        let lo = if self.top {
-            format!("bitNot({lo})")
-        } else {
-            lo
-        };
-        format!("reinterpretAsInt64(bitXor({lo}, {SIGN}))")
+        order_key::time_of(&lo, self.top)
     }
 }
 
