@@ -17,6 +17,7 @@ use super::PlanError;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Operand {
     Time,
+    /// A field as SQL (its column, or the column cast as `::integer` asks), of this type.
     Field(String, FieldType),
     Tag(String),
     /// A field cast to a type the measurement does not have it as, or absent: always null.
@@ -38,10 +39,34 @@ impl Scope<'_> {
         match (cast, field) {
             (Some(DataType::Tag), _) => Operand::Tag(name.to_string()),
             (None, None) => Operand::Tag(name.to_string()),
-            (None | Some(DataType::Field), Some(t)) => Operand::Field(name.to_string(), t),
-            (Some(want), Some(t)) if cast_matches(want, t) => Operand::Field(name.to_string(), t),
+            (None | Some(DataType::Field), Some(t)) => Operand::Field(column(name), t),
+            (Some(want), Some(t)) if cast_matches(want, t) => Operand::Field(column(name), t),
+            (Some(want), Some(t)) => match numeric_cast(want, t) {
+                Some((f, to)) => Operand::Field(format!("{f}({})", column(name)), to),
+                None => Operand::Missing,
+            },
             _ => Operand::Missing,
         }
+    }
+}
+
+fn column(name: &str) -> String {
+    format!("m.{}", quote_ident(name))
+}
+
+/// InfluxDB casts numbers between floats, integers and unsigned (`"f"::integer` truncates
+/// toward zero, a negative number wraps as unsigned); any other cast is null.
+fn numeric_cast(want: DataType, have: FieldType) -> Option<(&'static str, FieldType)> {
+    let numeric = matches!(
+        have,
+        FieldType::Float | FieldType::Integer | FieldType::UInteger
+    );
+    match want {
+        _ if !numeric => None,
+        DataType::Float => Some(("toFloat64", FieldType::Float)),
+        DataType::Integer => Some(("toInt64", FieldType::Integer)),
+        DataType::Unsigned => Some(("toUInt64", FieldType::UInteger)),
+        _ => None,
     }
 }
 
@@ -241,7 +266,7 @@ pub fn visit(e: &Expr, f: &mut dyn FnMut(&Expr)) {
 pub fn operand_sql(op: &Operand, tags: &str) -> String {
     match op {
         Operand::Time => "m.time".into(),
-        Operand::Field(name, _) => format!("m.{}", quote_ident(name)),
+        Operand::Field(sql, _) => sql.clone(),
         Operand::Tag(name) => format!("{tags}[{}]", quote_str(name)),
         Operand::Missing => "NULL".into(),
     }
@@ -504,8 +529,23 @@ mod tests {
             s.resolve("value", Some(DataType::Tag)),
             Operand::Tag("value".into())
         );
+        // Numbers cast between their types (InfluxDB truncates a float to an integer);
+        // nothing else does.
         assert_eq!(
             s.resolve("value", Some(DataType::Integer)),
+            Operand::Field("toInt64(m.`value`)".into(), FieldType::Integer)
+        );
+        assert_eq!(
+            s.resolve("n", Some(DataType::Float)),
+            Operand::Field("toFloat64(m.`n`)".into(), FieldType::Float)
+        );
+        assert_eq!(
+            s.resolve("n", Some(DataType::Integer)),
+            Operand::Field("m.`n`".into(), FieldType::Integer)
+        );
+        assert_eq!(s.resolve("n", Some(DataType::String)), Operand::Missing);
+        assert_eq!(
+            s.resolve("value", Some(DataType::Boolean)),
             Operand::Missing
         );
         assert_eq!(s.resolve("host", None), Operand::Tag("host".into()));

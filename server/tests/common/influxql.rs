@@ -154,6 +154,10 @@ pub fn queries() -> Vec<String> {
         format!("SELECT max(\"n\") FROM \"cpu\" WHERE {range} GROUP BY \"host\""),
         format!("SELECT last(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m)"),
         format!("SELECT first(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m)"),
+        // Casts between numbers: a float as an integer truncates toward zero.
+        format!("SELECT \"value\"::integer, \"n\"::float FROM \"cpu\" WHERE \"host\" = 'h1' AND {range}"),
+        format!("SELECT mean(\"value\"::integer), max(\"n\"::float) FROM \"cpu\" WHERE {range} GROUP BY time(2m)"),
+        format!("SELECT \"used\" FROM \"disk\" WHERE \"free\"::integer = 3 AND {range}"),
         // top() and bottom(): points keep their times; ties go to the earlier point; a tag
         // argument keeps each of its values' best point (Grafana's builder adds fill(null),
         // which changes nothing).
