@@ -105,7 +105,6 @@ pub fn is_known_unsupported(name: &str) -> bool {
             | "moving_average"
             | "cumulative_sum"
             | "elapsed"
-            | "distinct"
             | "sample"
             | "integral"
             | "holt_winters"

@@ -11,6 +11,7 @@ pub mod aggregate;
 pub mod answer;
 pub mod buckets;
 pub mod cond;
+mod distinct;
 pub mod fetch;
 pub mod functions;
 pub mod gather;

@@ -10,7 +10,7 @@
 //! This module holds what both kinds of statement share (the grouping, the series and the
 //! filter); the select list is expanded in `select_list`, aggregates are planned in
 //! [`super::aggregate`] (with `tail` and `groups` for two shapes of it), points in `raw`,
-//! `top()` and `bottom()` in `top`.
+//! `top()` and `bottom()` in `top`, `distinct()` in `distinct`.
 
 use std::collections::BTreeMap;
 
@@ -125,7 +125,12 @@ pub fn plan(
         now_ns,
     };
     let grouping = Grouping::of(stmt, src)?;
-    let fields = expand_fields(stmt, src, &grouping)?;
+    let mut fields = expand_fields(stmt, src, &grouping)?;
+    for f in &mut fields {
+        if let Some(call) = super::distinct::as_call(&f.expr) {
+            f.expr = call;
+        }
+    }
     if fields.is_empty() {
         return Ok(None);
     }
@@ -143,7 +148,9 @@ pub fn plan(
         return Ok(None);
     }
     let ranked = super::top::ranked(&exprs, stmt.limit, stmt.offset)?;
+    let distinct = super::distinct::distinct_field(&exprs)?;
     let aggregate = ranked.is_none()
+        && distinct.is_none()
         && exprs
             .iter()
             .any(|e| has_call(e) && !functions::is_raw_transform(e));
@@ -163,6 +170,8 @@ pub fn plan(
     };
     let sql = if let Some(r) = &ranked {
         q.ranked(&exprs, r)?
+    } else if let Some(f) = distinct {
+        q.distinct(f)?
     } else if aggregate {
         q.aggregate(&exprs)?
     } else {
@@ -269,10 +278,13 @@ fn calls(e: &Expr, function: &str) -> bool {
 
 fn reads_a_field(e: &Expr, scope: &Scope) -> bool {
     let mut found = false;
-    cond::visit(e, &mut |x| {
-        if let Expr::VarRef { name, data_type } = x {
+    cond::visit(e, &mut |x| match x {
+        Expr::VarRef { name, data_type } => {
             found |= matches!(scope.resolve(name, *data_type), Operand::Field(..));
         }
+        // `count(DISTINCT "f")`
+        Expr::Distinct(name) => found |= matches!(scope.resolve(name, None), Operand::Field(..)),
+        _ => {}
     });
     found
 }

@@ -154,6 +154,12 @@ pub fn queries() -> Vec<String> {
         format!("SELECT max(\"n\") FROM \"cpu\" WHERE {range} GROUP BY \"host\""),
         format!("SELECT last(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m)"),
         format!("SELECT first(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m)"),
+        // distinct(): values in the order they first occur, at the bucket's start; several
+        // series hold one at the same time.
+        format!("SELECT distinct(\"n\") FROM \"cpu\" WHERE {range}"),
+        format!("SELECT distinct(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m), \"host\" fill(null)"),
+        format!("SELECT DISTINCT \"used\" FROM \"disk\" WHERE {range} GROUP BY \"host\" LIMIT 4"),
+        format!("SELECT count(DISTINCT \"n\") FROM \"cpu\" WHERE {range}"),
         // Casts between numbers: a float as an integer truncates toward zero.
         format!("SELECT \"value\"::integer, \"n\"::float FROM \"cpu\" WHERE \"host\" = 'h1' AND {range}"),
         format!("SELECT mean(\"value\"::integer), max(\"n\"::float) FROM \"cpu\" WHERE {range} GROUP BY time(2m)"),
