@@ -15,6 +15,7 @@ mod distinct;
 pub mod fetch;
 pub mod functions;
 pub mod gather;
+mod grouping;
 mod groups;
 pub mod key_regex;
 pub mod meta;

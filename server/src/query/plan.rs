@@ -7,20 +7,20 @@
 //! of the series' grouping tags as text (it orders the series, as InfluxDB orders them by tag
 //! set), `time` in nanoseconds. Rust only cuts the rows into series ([`super::shape`]).
 //!
-//! This module holds what both kinds of statement share (the grouping, the series and the
-//! filter); the select list is expanded in `select_list`, aggregates are planned in
-//! [`super::aggregate`] (with `tail` and `groups` for two shapes of it), points in `raw`,
-//! `top()` and `bottom()` in `top`, `distinct()` in `distinct`.
+//! This module holds what every kind of statement shares (the series and the filter; the
+//! grouping is in `grouping`); the select list is expanded in `select_list`, aggregates are
+//! planned in [`super::aggregate`] (with `tail` and `groups` for two shapes of it), points in
+//! `raw`, `top()` and `bottom()` in `top`, `distinct()` in `distinct`.
 
 use std::collections::BTreeMap;
 
 use sluice_core::names::{quote_ident, quote_str};
 use sluice_core::FieldType;
-use sluice_influxql::{Dimension, Expr, SelectStatement, SortOrder};
+use sluice_influxql::{Expr, SelectStatement, SortOrder};
 
 use super::cond::{self, Operand, Scope, TimeRange};
 use super::functions;
-use super::key_regex::SimpleRegex;
+pub(super) use super::grouping::Grouping;
 use super::select_list::expand_fields;
 use super::PlanError;
 use crate::catalog::SERIES_TABLE;
@@ -189,75 +189,6 @@ pub fn plan(
         aggregation_in_order,
         one_thread,
     }))
-}
-
-/// `GROUP BY` tags: the keys named, or for `*` and `/regex/` the measurement's keys that
-/// match. Every series then carries every grouping key, `""` where it has no such tag (as in
-/// InfluxDB).
-pub(super) enum Grouping {
-    None,
-    Tags(Vec<String>),
-}
-
-impl Grouping {
-    fn of(stmt: &SelectStatement, src: &Source) -> Result<Self, PlanError> {
-        let mut tags = Vec::new();
-        for d in &stmt.group_by {
-            match d {
-                Dimension::Time { interval, .. } if interval.as_nanos() <= 0 => {
-                    return Err(PlanError::Invalid(format!(
-                        "invalid GROUP BY time interval: {interval} (it must be positive)"
-                    )))
-                }
-                Dimension::Time { .. } => {}
-                Dimension::Tag(t) => tags.push(t.clone()),
-                Dimension::Wildcard => tags.extend(src.tag_keys.iter().cloned()),
-                Dimension::Regex(re) => {
-                    let re = compile(re.as_str())?;
-                    tags.extend(src.tag_keys.iter().filter(|k| re.is_match(k)).cloned());
-                }
-            }
-        }
-        tags.sort();
-        tags.dedup();
-        Ok(if tags.is_empty() {
-            Grouping::None
-        } else {
-            Grouping::Tags(tags)
-        })
-    }
-
-    pub(super) fn tagged(&self) -> bool {
-        !matches!(self, Grouping::None)
-    }
-
-    /// Whether the series' tag `key` is a grouping key (and so not a column of `*`).
-    pub(super) fn groups_by(&self, key: &str) -> bool {
-        match self {
-            Grouping::None => false,
-            Grouping::Tags(t) => t.iter().any(|k| k == key),
-        }
-    }
-
-    /// The grouping tags as a JSON object in text, sorted by key.
-    pub(super) fn sql(&self) -> String {
-        match self {
-            Grouping::None => "'{}'".into(),
-            Grouping::Tags(keys) => {
-                let pairs: Vec<String> = keys
-                    .iter()
-                    .map(|k| format!("{}, s.tags[{}]", quote_str(k), quote_str(k)))
-                    .collect();
-                format!("toJSONString(map({}))", pairs.join(", "))
-            }
-        }
-    }
-}
-
-/// A regex of the select list, compiled here only to filter key names (the engine runs every
-/// other regex).
-pub(super) fn compile(re: &str) -> Result<SimpleRegex, PlanError> {
-    SimpleRegex::new(re)
 }
 
 fn has_call(e: &Expr) -> bool {

@@ -4,8 +4,9 @@
 use sluice_core::FieldType;
 use sluice_influxql::{DataType, Expr, Field, Literal, SelectStatement, WildcardType};
 
+use super::grouping::{compile, Grouping};
 use super::key_regex::SimpleRegex;
-use super::plan::{compile, Grouping, Source};
+use super::plan::Source;
 use super::PlanError;
 
 /// The select list with `*`, `*::field`, `*::tag` and `/regex/` replaced by the keys they
