@@ -191,7 +191,7 @@ pub fn plan(
     }))
 }
 
-fn has_call(e: &Expr) -> bool {
+pub(super) fn has_call(e: &Expr) -> bool {
     let mut found = false;
     cond::visit(e, &mut |x| {
         found |= matches!(x, Expr::Call { .. } | Expr::Distinct(_))

@@ -119,7 +119,7 @@ impl Query<'_> {
     }
 
     /// A select expression of a raw query; true when it reads a tag.
-    fn raw_expr(&self, e: &Expr) -> Result<(String, bool), PlanError> {
+    pub(super) fn raw_expr(&self, e: &Expr) -> Result<(String, bool), PlanError> {
         if let Expr::VarRef { name, data_type } = e {
             if let Operand::Tag(t) = self.scope.resolve(name, *data_type) {
                 return Ok((format!("nullIf(s.tags[{}], '')", quote_str(&t)), true));

@@ -13,7 +13,7 @@ use sluice_influxql::{Expr, Literal};
 
 use super::cond::{self, Operand};
 use super::order_key::{self, Part};
-use super::plan::{value_col, Mode, Query, KEY, SID, TAGS, TIME};
+use super::plan::{has_call, value_col, Mode, Query, KEY, SID, TAGS, TIME};
 use super::PlanError;
 
 /// The bucket of a ranked point (a constant without `GROUP BY time`).
@@ -34,14 +34,6 @@ pub(super) struct Ranked<'e> {
 
 fn is_ranking(e: &Expr) -> bool {
     matches!(e, Expr::Call { name, .. } if name == "top" || name == "bottom")
-}
-
-fn has_call(e: &Expr) -> bool {
-    let mut found = false;
-    cond::visit(e, &mut |x| {
-        found |= matches!(x, Expr::Call { .. } | Expr::Distinct(_))
-    });
-    found
 }
 
 /// The select list's `top()`/`bottom()` call, checked as InfluxDB 1.8 checks it; `None`
@@ -312,22 +304,25 @@ impl Query<'_> {
 
     /// A plain field or tag beside the call: the ranked point's.
     fn point_column(&self, e: &Expr) -> Result<Column, PlanError> {
-        match e {
-            Expr::VarRef { name, data_type } => match self.scope.resolve(name, *data_type) {
-                Operand::Tag(t) => Ok(Column::Tag(format!(
-                    "nullIf(s.tags[{}], '')",
-                    quote_str(&t)
-                ))),
-                _ => Ok(Column::Field(cond::sql(e, self.scope, "s.tags")?)),
-            },
-            other => Err(PlanError::Invalid(format!("invalid select field: {other}"))),
+        if !matches!(e, Expr::VarRef { .. }) {
+            return Err(PlanError::Invalid(format!("invalid select field: {e}")));
         }
+        let (sql, tag) = self.raw_expr(e)?;
+        Ok(if tag {
+            Column::Tag(sql)
+        } else {
+            Column::Field(sql)
+        })
     }
 
     /// A tag argument of the call, as its column shows it.
     fn tag_sql(&self, t: &str) -> Result<String, PlanError> {
-        match self.scope.resolve(t, None) {
-            Operand::Tag(t) => Ok(format!("nullIf(s.tags[{}], '')", quote_str(&t))),
+        let arg = Expr::VarRef {
+            name: t.to_string(),
+            data_type: None,
+        };
+        match self.raw_expr(&arg)? {
+            (sql, true) => Ok(sql),
             _ => Err(PlanError::Unsupported(format!(
                 "a field ({t}) as a grouping argument of top() or bottom() is not supported by sluice yet"
             ))),
