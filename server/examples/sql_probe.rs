@@ -40,8 +40,12 @@ fn main() {
         let mut whole = Vec::new();
         let mut streamed = Vec::new();
         let mut bytes = 0;
+        let reopen = std::env::var_os("PROBE_REOPEN").is_some();
         for _ in 0..repeat {
             let t = Instant::now();
+            if reopen {
+                conn = Connection::open(&open).expect("reopen the engine");
+            }
             match conn.query(sql, OutputFormat::JSONCompactEachRow) {
                 Ok(r) => bytes = r.data_ref().len(),
                 Err(e) => {

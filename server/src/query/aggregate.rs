@@ -6,6 +6,7 @@ use sluice_influxql::{Expr, Fill};
 use super::buckets::{linear_sql, Bucketing};
 use super::cond::{self, Operand};
 use super::functions;
+use super::math;
 use super::order_key::Part;
 use super::plan::{value_col, Mode, Query, MAX_BUCKETS, SID, TAGS, TIME};
 use super::PlanError;
@@ -14,6 +15,7 @@ use sluice_influxql::TimeOffset;
 impl Query<'_> {
     /// Aggregates and selectors, per time bucket when there is `GROUP BY time(...)`.
     pub(super) fn aggregate(&self, exprs: &[&Expr]) -> Result<String, PlanError> {
+        lone_selector_beside_fields(exprs)?;
         let bucketing = self.bucketing()?;
         let two_phase = self.per_series();
         // A gathering read always moves states: they merge exactly across pods.
@@ -24,6 +26,9 @@ impl Query<'_> {
         let mut cols = Vec::new();
         let mut counts = Vec::new();
         let mut transforms = Vec::new();
+        // Per expression, what the outer query makes of its filled calls (else its column).
+        let mut outer: Vec<Option<String>> = Vec::new();
+        let fill = self.stmt.fill.unwrap_or(Fill::Null);
         for (i, e) in exprs.iter().enumerate() {
             // `derivative(mean(v), 1s)`: the aggregate per bucket here, the transform over the
             // buckets after the gaps are filled.
@@ -46,11 +51,23 @@ impl Query<'_> {
                 }
                 None => (*e, None),
             };
-            cols.push(format!(
-                "toNullable({}) AS {}",
-                self.agg_expr(e, &mut states)?,
-                value_col(i)
-            ));
+            let bare = matches!(e, Expr::Call { name, .. } if !math::is_math(name));
+            if bucketing.is_some() && fill != Fill::None && !bare {
+                // Each call filled before the arithmetic or math over it, as in InfluxDB:
+                // `mean(v) * 2` with `fill(1)` is 2 in an empty bucket, `count(v) * 2` is 0.
+                let mut parts = Vec::new();
+                let whole = self.agg_expr(e, &mut states, &mut |name, sql| {
+                    let c = format!("{}_{}", value_col(i), parts.len());
+                    parts.push(format!("toNullable({sql}) AS {c}"));
+                    fill_sql(&c, fill, name == "count")
+                })?;
+                cols.extend(parts);
+                outer.push(Some(whole));
+            } else {
+                let sql = self.agg_expr(e, &mut states, &mut |_, sql| sql)?;
+                cols.push(format!("toNullable({sql}) AS {}", value_col(i)));
+                outer.push(None);
+            }
             if matches!(e, Expr::Call { name, .. } if name == "count") {
                 counts.push(i);
             }
@@ -109,27 +126,19 @@ impl Query<'_> {
                 )
             }
         };
-        let fill = self.stmt.fill.unwrap_or(Fill::Null);
         let (inner, filled) = match (&bucketing, fill) {
             (Some(b), f) if f != Fill::None => (format!("{inner} {}", b.fill_sql()?), true),
             _ => (inner, false),
         };
-        let outer_cols: Vec<String> = (0..exprs.len())
-            .map(|i| {
+        let outer_cols: Vec<String> = outer
+            .iter()
+            .enumerate()
+            .map(|(i, whole)| {
                 let c = value_col(i);
-                let v = if !filled {
-                    c.clone()
-                } else {
-                    match fill {
-                        Fill::Null if counts.contains(&i) => format!("ifNull({c}, 0)"),
-                        Fill::Integer(n) => format!("ifNull({c}, {n})"),
-                        Fill::Float(x) => format!("ifNull({c}, {x:?})"),
-                        Fill::Previous => format!(
-                            "ifNull({c}, last_value({c}) OVER (PARTITION BY {TAGS} ORDER BY {TIME} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))"
-                        ),
-                        Fill::Linear => linear_sql(&c),
-                        _ => c.clone(),
-                    }
+                let v = match whole {
+                    Some(whole) => whole.clone(),
+                    None if filled => fill_sql(&c, fill, counts.contains(&i)),
+                    None => c.clone(),
                 };
                 format!("{v} AS {c}")
             })
@@ -222,13 +231,13 @@ impl Query<'_> {
     fn selector_time(&self, exprs: &[&Expr], states: &mut functions::States) -> String {
         let start = self.filter.range.min.unwrap_or(0);
         let fallback = format!("toInt64({start})");
-        // A lone selector, also inside arithmetic with constants (`last(v) * 2`).
+        // A lone selector, also inside arithmetic with constants or math (`abs(last(v)) * 2`).
         let [e] = exprs else {
             return fallback;
         };
         let mut found = Vec::new();
         cond::visit(e, &mut |x| {
-            if matches!(x, Expr::Call { .. }) {
+            if matches!(x, Expr::Call { name, .. } if !super::math::is_math(name)) {
                 found.push(x.clone())
             }
         });
@@ -264,18 +273,40 @@ impl Query<'_> {
         }
     }
 
-    /// An expression of an aggregate query: calls become ClickHouse aggregates; constants
-    /// and arithmetic stay; a bare field is InfluxDB's "mixing" error.
-    fn agg_expr(&self, e: &Expr, states: &mut functions::States) -> Result<String, PlanError> {
+    /// An expression of an aggregate query: calls become ClickHouse aggregates; constants,
+    /// arithmetic and math stay; a bare field is InfluxDB's "mixing" error. `leaf` gets each
+    /// aggregate call's name and SQL and says what stands for it in the expression.
+    fn agg_expr(
+        &self,
+        e: &Expr,
+        states: &mut functions::States,
+        leaf: &mut dyn FnMut(&str, String) -> String,
+    ) -> Result<String, PlanError> {
         match e {
-            Expr::Call { name, args } => functions::call_sql(self.scope, states, name, args),
+            Expr::Call { name, args } if math::is_math(name) => {
+                math::check_arity(name, args)?;
+                if let Some(t) = args.iter().find_map(transform_in) {
+                    return Err(PlanError::Unsupported(format!(
+                        "{name}() of {t}() is not supported by sluice yet"
+                    )));
+                }
+                let args = args
+                    .iter()
+                    .map(|a| self.agg_expr(a, states, leaf))
+                    .collect::<Result<Vec<_>, _>>()?;
+                math::sql(name, &args)
+            }
+            Expr::Call { name, args } => {
+                Ok(leaf(name, functions::call_sql(self.scope, states, name, args)?))
+            }
             Expr::Distinct(_) => Err(PlanError::Unsupported(
                 "DISTINCT returns a row per value, which sluice does not run yet: use count(distinct(\"f\"))".into(),
             )),
             Expr::Literal(l) => cond::literal_sql(l),
-            Expr::Paren(inner) => Ok(format!("({})", self.agg_expr(inner, states)?)),
+            Expr::Paren(inner) => Ok(format!("({})", self.agg_expr(inner, states, leaf)?)),
             Expr::Binary { lhs, op, rhs } => {
-                let (a, b) = (self.agg_expr(lhs, states)?, self.agg_expr(rhs, states)?);
+                let a = self.agg_expr(lhs, states, leaf)?;
+                let b = self.agg_expr(rhs, states, leaf)?;
                 let op = match op {
                     sluice_influxql::BinaryOp::Add => "+",
                     sluice_influxql::BinaryOp::Sub => "-",
@@ -333,6 +364,54 @@ impl Query<'_> {
 
 /// The bucket as a selected column and as a grouping key (`, ... AS __sl_t`, `, __sl_t`), or
 /// nothing without buckets.
+/// Column `c` of a bucket with `fill` applied; an empty bucket's `count` is 0 under
+/// `fill(null)`.
+fn fill_sql(c: &str, fill: Fill, count: bool) -> String {
+    match fill {
+        Fill::Null if count => format!("ifNull({c}, 0)"),
+        Fill::Integer(n) => format!("ifNull({c}, {n})"),
+        Fill::Float(x) => format!("ifNull({c}, {x:?})"),
+        Fill::Previous => format!(
+            "ifNull({c}, last_value({c}) OVER (PARTITION BY {TAGS} ORDER BY {TIME} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))"
+        ),
+        Fill::Linear => linear_sql(c),
+        _ => c.to_string(),
+    }
+}
+
+/// InfluxDB answers one selector with other fields or tags beside it (`max("v"), "host"`: the
+/// host of the greatest point); sluice does not yet, and says so rather than calling it mixing.
+fn lone_selector_beside_fields(exprs: &[&Expr]) -> Result<(), PlanError> {
+    let mut calls = Vec::new();
+    let mut bare = false;
+    for e in exprs {
+        let before = calls.len();
+        cond::visit(e, &mut |x| match x {
+            Expr::Call { name, .. } if !math::is_math(name) => calls.push(name.clone()),
+            _ => {}
+        });
+        bare |= calls.len() == before;
+    }
+    match calls.as_slice() {
+        [name] if bare && functions::function_kind(name) == Some(functions::Kind::Selector) => {
+            Err(PlanError::Unsupported(format!(
+                "{name}() with other fields or tags beside it is not supported by sluice yet"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The name of a transform `e` calls, if any.
+fn transform_in(e: &Expr) -> Option<String> {
+    let mut found = None;
+    cond::visit(e, &mut |x| match x {
+        Expr::Call { name, .. } if functions::is_transform(name) => found = Some(name.clone()),
+        _ => {}
+    });
+    found
+}
+
 fn bucket_columns(bucketing: Option<&Bucketing>) -> (String, String) {
     match bucketing {
         Some(b) => (

@@ -298,12 +298,41 @@ pub fn sql(e: &Expr, scope: &Scope, tags: &str) -> Result<String, PlanError> {
         Expr::Literal(l) => literal_sql(l),
         Expr::Paren(inner) => Ok(format!("({})", sql(inner, scope, tags)?)),
         Expr::Binary { lhs, op, rhs } => binary_sql(lhs, *op, rhs, scope, tags),
+        Expr::Call { name, args } if super::math::is_math(name) => {
+            super::math::check_arity(name, args)?;
+            // InfluxDB's math of a string, a boolean or a tag is null.
+            if !args.iter().all(|a| numeric(a, scope)) {
+                return Ok("NULL".into());
+            }
+            let args = args
+                .iter()
+                .map(|a| sql(a, scope, tags))
+                .collect::<Result<Vec<_>, _>>()?;
+            super::math::sql(name, &args)
+        }
         Expr::Call { name, .. } => Err(PlanError::Unsupported(format!(
             "{name}() in a condition: only fields, tags, time and constants can be compared"
         ))),
         Expr::Wildcard(_) | Expr::Distinct(_) => Err(PlanError::Invalid(format!(
             "invalid expression in a condition: {e}"
         ))),
+    }
+}
+
+/// Whether `e` can be a number: not a tag, a string or boolean field, or a string literal.
+fn numeric(e: &Expr, scope: &Scope) -> bool {
+    match e {
+        Expr::VarRef { name, data_type } => match scope.resolve(name, *data_type) {
+            Operand::Field(_, t) => matches!(
+                t,
+                FieldType::Float | FieldType::Integer | FieldType::UInteger
+            ),
+            Operand::Missing => true,
+            Operand::Tag(_) | Operand::Time => false,
+        },
+        Expr::Literal(l) => !matches!(l, Literal::String(_) | Literal::Boolean(_)),
+        Expr::Paren(inner) => numeric(inner, scope),
+        _ => true,
     }
 }
 

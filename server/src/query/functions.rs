@@ -109,6 +109,14 @@ pub fn is_known_unsupported(name: &str) -> bool {
             | "integral"
             | "holt_winters"
             | "holt_winters_with_fit"
+            | "exponential_moving_average"
+            | "double_exponential_moving_average"
+            | "triple_exponential_moving_average"
+            | "triple_exponential_derivative"
+            | "relative_strength_index"
+            | "kaufmans_efficiency_ratio"
+            | "kaufmans_adaptive_moving_average"
+            | "chande_momentum_oscillator"
     )
 }
 
@@ -348,6 +356,10 @@ pub fn transform_of(e: &Expr, default_unit: i64) -> Result<Option<(Transform, &E
 pub fn is_raw_transform(e: &Expr) -> bool {
     matches!(e, Expr::Call { name, args }
         if TRANSFORMS.contains(&name.as_str()) && matches!(args.first(), Some(Expr::VarRef { .. })))
+}
+
+pub fn is_transform(name: &str) -> bool {
+    TRANSFORMS.contains(&name)
 }
 
 const TRANSFORMS: [&str; 7] = [

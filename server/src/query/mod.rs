@@ -18,6 +18,7 @@ pub mod gather;
 mod grouping;
 mod groups;
 pub mod key_regex;
+pub mod math;
 pub mod meta;
 pub mod order_key;
 pub mod partial;

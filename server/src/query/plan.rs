@@ -144,6 +144,9 @@ pub fn plan(
         .map(|f| &f.expr)
         .filter(|e| !matches!(e, Expr::VarRef { name, data_type: None } if name == "time"))
         .collect();
+    for e in &exprs {
+        super::math::check_calls(e)?;
+    }
     if !exprs.iter().any(|e| reads_a_field(e, &scope)) {
         return Ok(None);
     }
@@ -191,10 +194,13 @@ pub fn plan(
     }))
 }
 
+/// Whether `e` calls an aggregate, a selector or a transform (math functions work value by
+/// value, on points as on aggregates).
 pub(super) fn has_call(e: &Expr) -> bool {
     let mut found = false;
     cond::visit(e, &mut |x| {
-        found |= matches!(x, Expr::Call { .. } | Expr::Distinct(_))
+        found |= matches!(x, Expr::Call { name, .. } if !super::math::is_math(name))
+            || matches!(x, Expr::Distinct(_))
     });
     found
 }
@@ -558,6 +564,10 @@ mod tests {
         let err = |q: &str| plan_of(q).unwrap_err().to_string();
         assert!(err("SELECT value, mean(value) FROM cpu").contains("mixing aggregate"));
         assert!(err("SELECT bogus(value) FROM cpu").contains("undefined function bogus()"));
+        assert!(err("SELECT max(value), host FROM cpu").contains("max() with other fields"));
+        assert!(err("SELECT abs(value, 2) FROM cpu").contains("expected 1, got 2"));
+        assert!(err("SELECT abs(1) FROM cpu").contains("at least one variable"));
+        assert!(err("SELECT abs(derivative(value)) FROM cpu").contains("not supported"));
         assert!(err("SELECT derivative(value) FROM cpu GROUP BY time(1m)")
             .contains("aggregate function required inside the call to derivative"));
         assert!(err("SELECT derivative(mean(value)) FROM cpu").contains("GROUP BY interval"));

@@ -37,7 +37,11 @@ impl Query<'_> {
                 None => *e,
             };
             let (sql, tag) = self.raw_expr(e)?;
-            if !tag {
+            if super::math::calls_math(e) {
+                // A point with a field present is a row, even where the math of it is null
+                // (`sqrt` of a negative value), as in InfluxDB.
+                present.extend(self.fields_present(e));
+            } else if !tag {
                 present.push(format!("{} IS NOT NULL", value_col(i)));
             }
             cols.push(format!("{sql} AS {}", value_col(i)));
@@ -86,6 +90,19 @@ impl Query<'_> {
             ));
         }
         Ok(self.transformed(points, exprs.len(), &transforms))
+    }
+
+    /// `<field> IS NOT NULL` for each field `e` reads.
+    fn fields_present(&self, e: &Expr) -> Vec<String> {
+        let mut out = Vec::new();
+        cond::visit(e, &mut |x| {
+            if let Expr::VarRef { name, data_type } = x {
+                if let Operand::Field(sql, _) = self.scope.resolve(name, *data_type) {
+                    out.push(format!("{sql} IS NOT NULL"));
+                }
+            }
+        });
+        out
     }
 
     /// `rows` (tags, time, values) with the transforms applied per series in time order;

@@ -164,6 +164,24 @@ pub fn queries() -> Vec<String> {
         format!("SELECT \"value\"::integer, \"n\"::float FROM \"cpu\" WHERE \"host\" = 'h1' AND {range}"),
         format!("SELECT mean(\"value\"::integer), max(\"n\"::float) FROM \"cpu\" WHERE {range} GROUP BY time(2m)"),
         format!("SELECT \"used\" FROM \"disk\" WHERE \"free\"::integer = 3 AND {range}"),
+        // Math functions, value by value: an integer stays an integer under abs, ceil, floor
+        // and round; halves round away from zero; NaN (sqrt of a negative) is null, and the
+        // point is still a row. Over aggregates, selectors keep their point's time.
+        format!("SELECT abs(\"value\" - 50), round(\"value\" / 10 - 5), ceil(\"value\" / 7), floor(\"value\" / -7), abs(\"n\" - 5), round(\"n\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 8"),
+        format!("SELECT sqrt(\"value\" - 50), ln(\"value\" - 20), log(\"value\", 2), log2(\"n\"), log10(\"value\"), exp(\"n\"), pow(\"n\", 2) FROM \"cpu\" WHERE \"host\" = 'h2' AND {range} LIMIT 8"),
+        format!("SELECT sin(\"value\"), cos(\"n\"), tan(\"value\"), asin(\"value\" / 100), acos(\"value\" / -100), atan(\"value\"), atan2(\"value\", \"n\") FROM \"cpu\" WHERE \"host\" = 'h3' AND {range} LIMIT 5"),
+        format!("SELECT round(mean(\"value\")), abs(min(\"value\") - 60), sqrt(sum(\"n\")) FROM \"cpu\" WHERE {range} GROUP BY time(2m), \"host\" fill(null)"),
+        format!("SELECT abs(max(\"value\") - 100) FROM \"cpu\" WHERE {range}"),
+        format!("SELECT \"value\" FROM \"cpu\" WHERE (round(\"value\") = 51 OR floor(\"value\") = 48) AND {range}"),
+        format!("SELECT abs(*) FROM \"mem\" WHERE {range} LIMIT 3"),
+        "SELECT abs(1) FROM \"cpu\"".into(),
+        "SELECT pow(\"value\") FROM \"cpu\"".into(),
+        // Fill applies to each call before the arithmetic or math over it, as in InfluxDB:
+        // an empty bucket's count is 0 in `count(v) * 2`.
+        format!("SELECT mean(\"value\") * 2 + 1, round(mean(\"value\")) FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(1m) fill(2.6)"),
+        format!("SELECT count(\"value\") * 2, abs(count(\"value\") - 3) FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(1m)"),
+        format!("SELECT mean(\"value\") + 1 FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(1m) fill(linear)"),
+        format!("SELECT max(\"value\") - min(\"value\") FROM \"cpu\" WHERE {wide} GROUP BY time(1m), \"host\" fill(previous)"),
         // top() and bottom(): points keep their times; ties go to the earlier point; a tag
         // argument keeps each of its values' best point (Grafana's builder adds fill(null),
         // which changes nothing).

@@ -1,0 +1,122 @@
+//! InfluxQL's math functions (`abs`, `round`, `sqrt`, `pow`, `log`, ...), value by value as
+//! InfluxDB 1.8 computes them: of a field's points, of an aggregate per bucket, in a select
+//! list or a condition.
+//!
+//! InfluxDB keeps an integer an integer under `abs`, `ceil`, `floor` and `round`, answers
+//! null where Go's math gives NaN (`sqrt(-1)`, `ln(-1)`), and rounds halves away from zero.
+//! ClickHouse's `abs` of an `Int64` is a `UInt64` and its `round` of a float goes to the even
+//! neighbour, so those are written out here.
+
+use sluice_influxql::Expr;
+
+use super::PlanError;
+
+/// How many arguments a math function takes; `None` for any other name.
+pub fn arity(name: &str) -> Option<usize> {
+    match name {
+        "abs" | "sin" | "cos" | "tan" | "asin" | "acos" | "atan" | "exp" | "ln" | "log2"
+        | "log10" | "sqrt" | "ceil" | "floor" | "round" => Some(1),
+        "atan2" | "log" | "pow" => Some(2),
+        _ => None,
+    }
+}
+
+pub fn is_math(name: &str) -> bool {
+    arity(name).is_some()
+}
+
+/// Whether `e` calls a math function anywhere.
+pub fn calls_math(e: &Expr) -> bool {
+    let mut found = false;
+    super::cond::visit(e, &mut |x| {
+        found |= matches!(x, Expr::Call { name, .. } if is_math(name))
+    });
+    found
+}
+
+/// InfluxDB's error for a math call with the wrong number of arguments.
+pub fn check_arity(name: &str, args: &[Expr]) -> Result<(), PlanError> {
+    match arity(name) {
+        Some(want) if want != args.len() => Err(PlanError::Invalid(format!(
+            "invalid number of arguments for {name}, expected {want}, got {}",
+            args.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// InfluxDB's checks of the math calls in a select field: each call's number of arguments,
+/// and a variable somewhere in a field that calls one (`abs(1)` is refused).
+pub fn check_calls(e: &Expr) -> Result<(), PlanError> {
+    if !calls_math(e) {
+        return Ok(());
+    }
+    let mut result = Ok(());
+    let mut variable = false;
+    super::cond::visit(e, &mut |x| match x {
+        Expr::Call { name, args } if result.is_ok() => result = check_arity(name, args),
+        Expr::VarRef { .. } | Expr::Wildcard(_) | Expr::Distinct(_) => variable = true,
+        Expr::Literal(sluice_influxql::Literal::Regex(_)) => variable = true,
+        _ => {}
+    });
+    result?;
+    if !variable {
+        return Err(PlanError::Invalid(
+            "field must contain at least one variable".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `name(args)` in SQL, each argument already SQL. `+ 0` turns a float's `-0` into `0`, as
+/// InfluxDB answers `round(-0.4)`; an integer stays an integer.
+pub fn sql(name: &str, args: &[String]) -> Result<String, PlanError> {
+    let want = arity(name).unwrap_or(1);
+    if args.len() != want {
+        return Err(PlanError::Invalid(format!(
+            "invalid number of arguments for {name}, expected {want}, got {}",
+            args.len()
+        )));
+    }
+    let x = &args[0];
+    let finite = |v: String| format!("if(isFinite({v}), {v}, NULL)");
+    Ok(match name {
+        "abs" => format!("(({x}) - 2 * least({x}, 0) + 0)"),
+        "ceil" | "floor" => format!("({name}({x}) + 0)"),
+        "round" => {
+            format!("(if(abs(({x}) - trunc({x})) >= 0.5, trunc({x}) + sign({x}), trunc({x})) + 0)")
+        }
+        "ln" => finite(format!("log({x})")),
+        "log" => finite(format!("log({x}) / log({})", args[1])),
+        "pow" | "atan2" => finite(format!("{name}({x}, {})", args[1])),
+        other => finite(format!("{other}({x})")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arity_errors_are_influxdbs() {
+        let e = sql("pow", &["x".into()]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid number of arguments for pow, expected 2, got 1"
+        );
+        assert!(sql("abs", &[]).is_err());
+        assert!(sql("abs", &["x".into()]).is_ok());
+        assert!(!is_math("mean") && is_math("atan2"));
+    }
+
+    #[test]
+    fn nan_and_infinity_become_null() {
+        assert_eq!(
+            sql("sqrt", &["v".into()]).unwrap(),
+            "if(isFinite(sqrt(v)), sqrt(v), NULL)"
+        );
+        assert!(sql("log", &["v".into(), "2".into()])
+            .unwrap()
+            .contains("log(v) / log(2)"));
+    }
+}
