@@ -150,7 +150,10 @@ pub fn plan(
     if !exprs.iter().any(|e| reads_a_field(e, &scope)) {
         return Ok(None);
     }
-    let ranked = super::top::ranked(&exprs, stmt.limit, stmt.offset)?;
+    let ranked = match super::top::ranked(&exprs, stmt.limit, stmt.offset)? {
+        Some(r) => Some(r),
+        None => super::top::selector_beside_fields(&exprs),
+    };
     let distinct = super::distinct::distinct_field(&exprs)?;
     let aggregate = ranked.is_none()
         && distinct.is_none()
@@ -564,7 +567,7 @@ mod tests {
         let err = |q: &str| plan_of(q).unwrap_err().to_string();
         assert!(err("SELECT value, mean(value) FROM cpu").contains("mixing aggregate"));
         assert!(err("SELECT bogus(value) FROM cpu").contains("undefined function bogus()"));
-        assert!(err("SELECT max(value), host FROM cpu").contains("max() with other fields"));
+        assert!(err("SELECT percentile(value, 5), host FROM cpu").contains("with other fields"));
         assert!(err("SELECT abs(value, 2) FROM cpu").contains("expected 1, got 2"));
         assert!(err("SELECT abs(1) FROM cpu").contains("at least one variable"));
         assert!(err("SELECT abs(derivative(value)) FROM cpu").contains("not supported"));

@@ -1,7 +1,9 @@
 //! `top()` and `bottom()`: a field's N greatest (least) points per series and time bucket, or
 //! per distinct value of the tags named as arguments (`top("usage", "host", 5)`: the five
 //! hosts with the greatest usage, each at its greatest point). Points keep their own times,
-//! as in InfluxDB 1.8, and come in time order.
+//! as in InfluxDB 1.8, and come in time order. One `max`, `min`, `first` or `last` with other
+//! fields or tags beside it is InfluxDB's selector, and ranks its point the same way
+//! ([`selector_beside_fields`]).
 //!
 //! A tie goes to the earlier point, then to the series first in key order, so that every pod
 //! ranks points the same way: a pod's share is its own N best per group, which holds every
@@ -9,7 +11,7 @@
 
 use sluice_core::names::quote_str;
 use sluice_core::FieldType;
-use sluice_influxql::{Expr, Literal};
+use sluice_influxql::{Expr, Fill, Literal};
 
 use super::cond::{self, Operand};
 use super::order_key::{self, Part};
@@ -30,6 +32,58 @@ pub(super) struct Ranked<'e> {
     /// Tags whose distinct values each keep only their best point.
     tags: Vec<&'e str>,
     n: u64,
+    /// Ranked by time rather than value: `first` (as `bottom`) and `last` (as `top`).
+    by_time: bool,
+    /// `max("f")` or `min("f")` with fields or tags beside it: InfluxDB's selector, whose row
+    /// is the greatest (least) point's, at its bucket's start under `GROUP BY time`, with the
+    /// empty buckets filled.
+    selector: bool,
+}
+
+/// `max("f")`, `min("f")`, `first("f")` or `last("f")` with plain fields or tags beside it
+/// (`max("usage"), "host"`: the host of the greatest point): ranked as `top("f", 1)`
+/// (`bottom`), whose ties InfluxDB's `max` and `min` break the same way, to the earlier
+/// point; `first` and `last` rank by time.
+pub(super) fn selector_beside_fields<'e>(exprs: &[&'e Expr]) -> Option<Ranked<'e>> {
+    let mut calls = exprs.iter().enumerate().filter(|(_, e)| has_call(e));
+    let (index, call) = calls.next()?;
+    if calls.next().is_some()
+        || exprs.len() < 2
+        || !exprs
+            .iter()
+            .enumerate()
+            .all(|(i, e)| i == index || matches!(e, Expr::VarRef { .. }))
+    {
+        return None;
+    }
+    let Expr::Call { name, args } = call else {
+        return None;
+    };
+    let (name, by_time) = match name.as_str() {
+        "max" => ("top", false),
+        "min" => ("bottom", false),
+        "last" => ("top", true),
+        "first" => ("bottom", true),
+        _ => return None,
+    };
+    let [field @ Expr::VarRef { .. }] = args.as_slice() else {
+        return None;
+    };
+    Some(Ranked {
+        index,
+        name,
+        field,
+        tags: vec![],
+        n: 1,
+        by_time,
+        selector: true,
+    })
+}
+
+impl Ranked<'_> {
+    fn top(&self) -> bool {
+        self.name == "top"
+    }
 }
 
 fn is_ranking(e: &Expr) -> bool {
@@ -129,6 +183,8 @@ pub(super) fn ranked<'e>(
         field,
         tags,
         n,
+        by_time: false,
+        selector: false,
     }))
 }
 
@@ -180,7 +236,12 @@ impl Query<'_> {
             None => "0".into(),
         };
         let dir = if r.name == "top" { " DESC" } else { "" };
-        let order = format!("{TAGS}, {BUCKET}, {value}{dir}, {TIME}, {KEY}");
+        let order = if r.by_time {
+            // A tie at one time goes to the greater value, for `first` too, as in InfluxDB.
+            format!("{TAGS}, {BUCKET}, {TIME}{dir}, {value} DESC, {KEY}")
+        } else {
+            format!("{TAGS}, {BUCKET}, {value}{dir}, {TIME}, {KEY}")
+        };
         let columns = carried.join(", ");
         let mut best =
             format!("SELECT {TAGS}, {TIME}, {columns}, {bucket} AS {BUCKET} FROM ({points})");
@@ -198,11 +259,48 @@ impl Query<'_> {
         if matches!(self.mode, Mode::Partial | Mode::Shape) {
             return Ok(ranked);
         }
+        if let (true, Some(b)) = (r.selector, &bucketing) {
+            return self.selector_rows(&ranked, b, &names);
+        }
         // Points of one time in rank order, as InfluxDB sorts the ranked points by time.
         let (rank_dir, dir) = (dir, self.direction());
         Ok(format!(
             "SELECT {TAGS}, {TIME}, {} FROM ({ranked}) ORDER BY {TAGS}{dir}, {TIME}{dir}, {value}{rank_dir}, {KEY}{}",
             names.join(", "),
+            self.limit_by()
+        ))
+    }
+
+    /// A selector's rows under `GROUP BY time`: each bucket's point at the bucket's start,
+    /// and with `fill(null)` (the default) a row of nulls for each empty bucket.
+    fn selector_rows(
+        &self,
+        ranked: &str,
+        b: &super::buckets::Bucketing,
+        names: &[String],
+    ) -> Result<String, PlanError> {
+        let filled = match self.stmt.fill.unwrap_or(Fill::Null) {
+            Fill::Null => format!(" {}", b.fill_sql()?),
+            Fill::None => String::new(),
+            _ => {
+                return Err(PlanError::Unsupported(
+                    "a selector beside other fields with fill() other than null or none is not supported by sluice yet".into(),
+                ))
+            }
+        };
+        // Nullable, so that an empty bucket's row is nulls rather than zeros.
+        let cols: Vec<String> = names
+            .iter()
+            .map(|c| format!("toNullable({c}) AS {c}"))
+            .collect();
+        let rows = format!(
+            "SELECT {TAGS}, {} AS {TIME}, {} FROM ({ranked}){filled}",
+            b.start_sql(TIME),
+            cols.join(", ")
+        );
+        let dir = self.direction();
+        Ok(format!(
+            "SELECT * FROM ({rows}) ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
             self.limit_by()
         ))
     }
@@ -234,6 +332,12 @@ impl Query<'_> {
             // A field this measurement does not have as the cast asks: no points.
             None => return Ok(self.no_points(cols, r)),
             Some(t @ (FieldType::Float | FieldType::Integer | FieldType::UInteger)) => t,
+            Some(other) if r.by_time => {
+                return Err(PlanError::Unsupported(format!(
+                    "{}() of a {other} field with other fields or tags beside it is not supported by sluice yet",
+                    if r.top() { "last" } else { "first" }
+                )))
+            }
             Some(other) => {
                 return Err(PlanError::Invalid(format!(
                     "{}() takes a numeric field: {} is a {other} field",
@@ -242,12 +346,16 @@ impl Query<'_> {
             }
         };
         let top = r.name == "top";
-        let packed = Packed { ty, top };
+        let packed = Packed {
+            ty,
+            top,
+            by_time: r.by_time,
+        };
         let mut carried = vec![packed.of(x)];
         let mut select = Vec::new();
         for (i, c) in cols.iter().enumerate() {
             let sql = match c {
-                Column::Field(_) if i == r.index => packed.value("k"),
+                Column::Field(_) if i == r.index && !r.by_time => packed.value("k"),
                 Column::Field(sql) => {
                     carried.push(sql.clone());
                     format!("p.pt.{}", carried.len())
@@ -336,12 +444,30 @@ impl Query<'_> {
 struct Packed {
     ty: FieldType,
     top: bool,
+    /// The key is the time alone (`first`, `last`): the latest is the greatest.
+    by_time: bool,
 }
 
 impl Packed {
     /// The stored rank of value `x` (SQL, not null) at the row's time.
+    ///
+    /// By time, the time is the high half and the value the low one, where InfluxDB's `first`
+    /// and `last` break a tie at one time: to the greater value, for `first` too, whose key
+    /// has the low half flipped.
     fn of(&self, x: &str) -> String {
         let value = format!("assumeNotNull({x})");
+        if self.by_time {
+            let key = order_key::key(
+                Part::Time { desc: false },
+                Part::Value(&value, Some(self.ty)),
+            );
+            let key = if self.top {
+                key
+            } else {
+                format!("bitXor({key}, toUInt128(18446744073709551615))")
+            };
+            return self.key(&key);
+        }
         let key = order_key::key(
             Part::Value(&value, Some(self.ty)),
             Part::Time { desc: self.top },
@@ -365,6 +491,9 @@ impl Packed {
 
     /// The time of key `k` (nanoseconds).
     fn time(&self, k: &str) -> String {
+        if self.by_time {
+            return order_key::time_of(&format!("toUInt64(bitShiftRight(p.{k}, 64))"), false);
+        }
         let lo = format!("toUInt64(bitAnd(p.{k}, toUInt128(18446744073709551615)))");
         order_key::time_of(&lo, self.top)
     }

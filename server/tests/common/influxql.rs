@@ -182,6 +182,15 @@ pub fn queries() -> Vec<String> {
         format!("SELECT count(\"value\") * 2, abs(count(\"value\") - 3) FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(1m)"),
         format!("SELECT mean(\"value\") + 1 FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(1m) fill(linear)"),
         format!("SELECT max(\"value\") - min(\"value\") FROM \"cpu\" WHERE {wide} GROUP BY time(1m), \"host\" fill(previous)"),
+        // One selector beside other fields or tags: the selected point's row, at its bucket's
+        // start under GROUP BY time, an empty bucket a row of nulls; first and last break a
+        // tie at one time to the greater value.
+        format!("SELECT max(\"value\"), \"host\" FROM \"cpu\" WHERE {range}"),
+        format!("SELECT min(\"value\"), \"host\", \"n\" FROM \"cpu\" WHERE {wide} GROUP BY time(2m)"),
+        format!("SELECT last(\"value\"), \"host\" FROM \"cpu\" WHERE {range} GROUP BY time(1m) fill(none)"),
+        format!("SELECT first(\"n\"), \"value\" FROM \"cpu\" WHERE {wide} GROUP BY time(1m), \"dc\""),
+        format!("SELECT \"host\", last(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m) ORDER BY time DESC"),
+        format!("SELECT max(\"used\"), \"free\" FROM \"disk\" WHERE {range} GROUP BY \"host\""),
         // top() and bottom(): points keep their times; ties go to the earlier point; a tag
         // argument keeps each of its values' best point (Grafana's builder adds fill(null),
         // which changes nothing).
