@@ -33,6 +33,11 @@ impl Query<'_> {
             // `derivative(mean(v), 1s)`: the aggregate per bucket here, the transform over the
             // buckets after the gaps are filled.
             let per = bucketing.as_ref().map_or(1_000_000_000, |b| b.every);
+            // `abs(derivative(mean(v)))`: the math applies to the transform's values.
+            let (wraps, e) = match math::around_transform(e)? {
+                Some((wraps, t)) => (wraps, t),
+                None => (Vec::new(), *e),
+            };
             let (e, transform) = match functions::transform_of(e, per)? {
                 Some((t, inner)) => {
                     if matches!(inner, Expr::VarRef { .. }) {
@@ -49,7 +54,7 @@ impl Query<'_> {
                     }
                     (inner, Some(t))
                 }
-                None => (*e, None),
+                None => (e, None),
             };
             let bare = matches!(e, Expr::Call { name, .. } if !math::is_math(name));
             if bucketing.is_some() && fill != Fill::None && !bare {
@@ -72,7 +77,7 @@ impl Query<'_> {
                 counts.push(i);
             }
             if let Some(t) = transform {
-                transforms.push((i, t));
+                transforms.push((i, t, wraps));
             }
         }
         let floor: Vec<String> = self
@@ -148,7 +153,7 @@ impl Query<'_> {
             outer_cols.join(", ")
         );
         if !transforms.is_empty() {
-            return Ok(self.transformed(rows, exprs.len(), &transforms));
+            return self.transformed(rows, exprs.len(), &transforms);
         }
         // ORDER BY time DESC reverses the series' order too, as in InfluxDB.
         let dir = self.direction();

@@ -354,6 +354,10 @@ pub fn transform_of(e: &Expr, default_unit: i64) -> Result<Option<(Transform, &E
 /// Whether `e` is a transform of a field itself (`derivative("v", 1s)`, `elapsed("v")`),
 /// which runs over the points rather than over buckets.
 pub fn is_raw_transform(e: &Expr) -> bool {
+    let e = match super::math::around_transform(e) {
+        Ok(Some((_, t))) => t,
+        _ => e,
+    };
     matches!(e, Expr::Call { name, args }
         if TRANSFORMS.contains(&name.as_str()) && matches!(args.first(), Some(Expr::VarRef { .. })))
 }

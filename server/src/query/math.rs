@@ -68,6 +68,69 @@ pub fn check_calls(e: &Expr) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// A math call around a transform (`abs(derivative(mean(v)))`): its name and its arguments,
+/// `None` where the transform's value goes, the others constants as SQL.
+#[derive(Debug, Clone)]
+pub struct Wrap {
+    name: String,
+    args: Vec<Option<String>>,
+}
+
+/// The math calls around a transform, outermost first, and the transform's call; `None`
+/// unless `e` is such a chain (each call's other arguments constants).
+pub fn around_transform(e: &Expr) -> Result<Option<(Vec<Wrap>, &Expr)>, PlanError> {
+    let mut wraps = Vec::new();
+    let mut at = e;
+    loop {
+        match at {
+            Expr::Call { name, args } if is_math(name) => {
+                check_arity(name, args)?;
+                let mut inner = None;
+                let mut sql_args = Vec::new();
+                for a in args {
+                    match a {
+                        Expr::Literal(l) => sql_args.push(Some(super::cond::literal_sql(l)?)),
+                        other if inner.is_none() => {
+                            inner = Some(other);
+                            sql_args.push(None);
+                        }
+                        _ => return Ok(None),
+                    }
+                }
+                let Some(inner) = inner else {
+                    return Ok(None);
+                };
+                wraps.push(Wrap {
+                    name: name.clone(),
+                    args: sql_args,
+                });
+                at = inner;
+            }
+            Expr::Paren(inner) => at = inner,
+            Expr::Call { name, .. }
+                if super::functions::is_transform(name) && !wraps.is_empty() =>
+            {
+                return Ok(Some((wraps, at)))
+            }
+            _ => return Ok(None),
+        }
+    }
+}
+
+/// `wraps` applied to `inner` (SQL), innermost first.
+pub fn apply(wraps: &[Wrap], inner: String) -> Result<String, PlanError> {
+    let mut x = inner;
+    for w in wraps.iter().rev() {
+        let args: Vec<String> = w
+            .args
+            .iter()
+            .map(|a| a.clone().unwrap_or_else(|| x.clone()))
+            .collect();
+        x = sql(&w.name, &args)?;
+    }
+    Ok(x)
+}
+
 /// `name(args)` in SQL, each argument already SQL. `+ 0` turns a float's `-0` into `0`, as
 /// InfluxDB answers `round(-0.4)`; an integer stays an integer.
 pub fn sql(name: &str, args: &[String]) -> Result<String, PlanError> {
@@ -107,6 +170,29 @@ mod tests {
         assert!(sql("abs", &[]).is_err());
         assert!(sql("abs", &["x".into()]).is_ok());
         assert!(!is_math("mean") && is_math("atan2"));
+    }
+
+    #[test]
+    fn math_around_a_transform_applies_to_its_values() {
+        let stmt = match sluice_influxql::parse("SELECT pow(abs(derivative(mean(v))), 2) FROM m")
+            .map(|mut s| s.remove(0))
+        {
+            Ok(sluice_influxql::Statement::Select(s)) => *s,
+            other => panic!("{other:?}"),
+        };
+        let (wraps, t) = around_transform(&stmt.fields[0].expr).unwrap().unwrap();
+        assert!(matches!(t, Expr::Call { name, .. } if name == "derivative"));
+        let sql = apply(&wraps, "d".into()).unwrap();
+        assert!(sql.starts_with("if(isFinite(pow(((d) - 2 * least(d, 0) + 0), 2))"), "{sql}");
+        // Not a transform inside: the aggregate path plans it.
+        let plain = Expr::Call {
+            name: "abs".into(),
+            args: vec![Expr::VarRef {
+                name: "v".into(),
+                data_type: None,
+            }],
+        };
+        assert!(around_transform(&plain).unwrap().is_none());
     }
 
     #[test]

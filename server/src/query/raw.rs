@@ -9,6 +9,9 @@ use super::functions;
 use super::plan::{value_col, Mode, Query, KEY, TAGS, TIME};
 use super::PlanError;
 
+/// A transformed column: its index, the transform, and the math around it (outermost first).
+pub(super) type Transformed = (usize, functions::Transform, Vec<super::math::Wrap>);
+
 impl Query<'_> {
     /// Rows as they are: one per point with at least one selected field present.
     pub(super) fn raw(&self, exprs: &[&Expr]) -> Result<String, PlanError> {
@@ -23,6 +26,10 @@ impl Query<'_> {
         let mut transforms = Vec::new();
         for (i, e) in exprs.iter().enumerate() {
             // `derivative("v", 1s)`: the field's points here, the transform over them after.
+            let (wraps, e) = match super::math::around_transform(e)? {
+                Some((wraps, t)) => (wraps, t),
+                None => (Vec::new(), *e),
+            };
             let e = match functions::transform_of(e, 1_000_000_000)? {
                 Some((t, _)) if self.stmt.group_by_time().is_some() => {
                     return Err(PlanError::Invalid(format!(
@@ -31,10 +38,10 @@ impl Query<'_> {
                     )))
                 }
                 Some((t, field)) => {
-                    transforms.push((i, t));
+                    transforms.push((i, t, wraps));
                     field
                 }
-                None => *e,
+                None => e,
             };
             let (sql, tag) = self.raw_expr(e)?;
             if super::math::calls_math(e) {
@@ -89,7 +96,7 @@ impl Query<'_> {
                 self.limit_by()
             ));
         }
-        Ok(self.transformed(points, exprs.len(), &transforms))
+        self.transformed(points, exprs.len(), &transforms)
     }
 
     /// `<field> IS NOT NULL` for each field `e` reads.
@@ -111,28 +118,27 @@ impl Query<'_> {
         &self,
         rows: String,
         width: usize,
-        transforms: &[(usize, functions::Transform)],
-    ) -> String {
-        let cols: Vec<String> = (0..width)
-            .map(|i| {
-                let c = value_col(i);
-                match transforms.iter().find(|(j, _)| *j == i) {
-                    Some((_, t)) => format!("{} AS {c}", t.sql(&c)),
-                    None => c,
-                }
-            })
-            .collect();
+        transforms: &[Transformed],
+    ) -> Result<String, PlanError> {
+        let mut cols = Vec::new();
+        for i in 0..width {
+            let c = value_col(i);
+            cols.push(match transforms.iter().find(|(j, _, _)| *j == i) {
+                Some((_, t, wraps)) => format!("{} AS {c}", super::math::apply(wraps, t.sql(&c))?),
+                None => c,
+            });
+        }
         let present: Vec<String> = transforms
             .iter()
-            .map(|(i, _)| format!("{} IS NOT NULL", value_col(*i)))
+            .map(|(i, _, _)| format!("{} IS NOT NULL", value_col(*i)))
             .collect();
         let dir = self.direction();
-        format!(
+        Ok(format!(
             "SELECT * FROM (SELECT {TAGS}, {TIME}, {} FROM ({rows})) WHERE {} ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
             cols.join(", "),
             present.join(" OR "),
             self.limit_by()
-        )
+        ))
     }
 
     /// A select expression of a raw query; true when it reads a tag.

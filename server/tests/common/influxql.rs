@@ -174,6 +174,8 @@ pub fn queries() -> Vec<String> {
         format!("SELECT abs(max(\"value\") - 100) FROM \"cpu\" WHERE {range}"),
         format!("SELECT \"value\" FROM \"cpu\" WHERE (round(\"value\") = 51 OR floor(\"value\") = 48) AND {range}"),
         format!("SELECT abs(*) FROM \"mem\" WHERE {range} LIMIT 3"),
+        format!("SELECT abs(derivative(mean(\"value\"))), pow(moving_average(max(\"n\"), 2), 2) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT round(difference(\"n\")), sqrt(abs(derivative(\"value\", 1s))) FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 5"),
         "SELECT abs(1) FROM \"cpu\"".into(),
         "SELECT pow(\"value\") FROM \"cpu\"".into(),
         // Fill applies to each call before the arithmetic or math over it, as in InfluxDB:
