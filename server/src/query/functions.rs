@@ -127,6 +127,13 @@ pub fn call_sql(
     args: &[Expr],
 ) -> Result<String, PlanError> {
     if function_kind(name).is_none() {
+        // A transform reaches here only from inside arithmetic: alone, or under math calls,
+        // the planner runs it over the buckets or the points.
+        if is_transform(name) {
+            return Err(PlanError::Unsupported(format!(
+                "{name}() inside arithmetic is not supported by sluice yet"
+            )));
+        }
         return Err(if is_known_unsupported(name) {
             PlanError::Unsupported(format!("{name}() is not supported by sluice yet"))
         } else {

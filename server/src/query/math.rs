@@ -183,7 +183,10 @@ mod tests {
         let (wraps, t) = around_transform(&stmt.fields[0].expr).unwrap().unwrap();
         assert!(matches!(t, Expr::Call { name, .. } if name == "derivative"));
         let sql = apply(&wraps, "d".into()).unwrap();
-        assert!(sql.starts_with("if(isFinite(pow(((d) - 2 * least(d, 0) + 0), 2))"), "{sql}");
+        assert!(
+            sql.starts_with("if(isFinite(pow(((d) - 2 * least(d, 0) + 0), 2))"),
+            "{sql}"
+        );
         // Not a transform inside: the aggregate path plans it.
         let plain = Expr::Call {
             name: "abs".into(),
