@@ -289,7 +289,6 @@ impl Query<'_> {
     ) -> Result<String, PlanError> {
         match e {
             Expr::Call { name, args } if math::is_math(name) => {
-                math::check_arity(name, args)?;
                 if let Some(t) = args.iter().find_map(transform_in) {
                     return Err(PlanError::Unsupported(format!(
                         "{name}() of {t}() is not supported by sluice yet"

@@ -36,10 +36,13 @@ pub fn calls_math(e: &Expr) -> bool {
 
 /// InfluxDB's error for a math call with the wrong number of arguments.
 pub fn check_arity(name: &str, args: &[Expr]) -> Result<(), PlanError> {
+    check_count(name, args.len())
+}
+
+fn check_count(name: &str, got: usize) -> Result<(), PlanError> {
     match arity(name) {
-        Some(want) if want != args.len() => Err(PlanError::Invalid(format!(
-            "invalid number of arguments for {name}, expected {want}, got {}",
-            args.len()
+        Some(want) if want != got => Err(PlanError::Invalid(format!(
+            "invalid number of arguments for {name}, expected {want}, got {got}"
         ))),
         _ => Ok(()),
     }
@@ -134,14 +137,12 @@ pub fn apply(wraps: &[Wrap], inner: String) -> Result<String, PlanError> {
 /// `name(args)` in SQL, each argument already SQL. `+ 0` turns a float's `-0` into `0`, as
 /// InfluxDB answers `round(-0.4)`; an integer stays an integer.
 pub fn sql(name: &str, args: &[String]) -> Result<String, PlanError> {
-    let want = arity(name).unwrap_or(1);
-    if args.len() != want {
+    check_count(name, args.len())?;
+    let Some(x) = args.first() else {
         return Err(PlanError::Invalid(format!(
-            "invalid number of arguments for {name}, expected {want}, got {}",
-            args.len()
+            "{name}() is not a math function"
         )));
-    }
-    let x = &args[0];
+    };
     let finite = |v: String| format!("if(isFinite({v}), {v}, NULL)");
     Ok(match name {
         "abs" => format!("(({x}) - 2 * least({x}, 0) + 0)"),
