@@ -253,8 +253,10 @@ impl Query<'_> {
         )
     }
 
-    /// `FROM` and `WHERE`: the table, joined with its series' tags when `join` (else the tag
-    /// conditions select series by id).
+    /// `FROM` and `WHERE`: the table, joined with its series' tags when `join`; tag conditions
+    /// select series by id either way. The join alone reads every row of the range: a raw
+    /// select of one host over 12 of the benchmark's hours took 165 ms, the same select by id
+    /// reads only that series' granules.
     pub(super) fn tables_and_filter(&self, join: bool, extra: &[String]) -> String {
         let series = self.series_sql();
         let mut sql = format!("FROM {} AS m", self.src.table);
@@ -263,7 +265,8 @@ impl Query<'_> {
             sql.push_str(&format!(
                 " INNER JOIN ({series}) AS s ON m.series_id = s.series_id"
             ));
-        } else if !self.filter.series.is_empty() {
+        }
+        if !self.filter.series.is_empty() {
             conds.push(format!("m.series_id IN (SELECT series_id FROM ({series}))"));
         }
         let TimeRange { min, max } = self.filter.range;
@@ -387,6 +390,27 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(a.sql, b.sql);
+    }
+
+    /// Points read with their tags (raw selects and transforms of them) still pick their
+    /// series by id, so that the engine reads only those series' granules, not every row of
+    /// the range.
+    #[test]
+    fn points_read_with_their_tags_are_picked_by_series_id() {
+        for q in [
+            "SELECT value FROM cpu WHERE host = 'a'",
+            "SELECT derivative(value) FROM cpu WHERE host = 'a'",
+        ] {
+            let p = plan_of(q).unwrap().unwrap();
+            assert!(p.sql.contains("INNER JOIN"), "{q}: {}", p.sql);
+            assert!(
+                p.sql.contains("m.series_id IN (SELECT series_id"),
+                "{q}: {}",
+                p.sql
+            );
+        }
+        let p = plan_of("SELECT value FROM cpu").unwrap().unwrap();
+        assert!(!p.sql.contains("m.series_id IN"), "{}", p.sql);
     }
 
     #[test]
