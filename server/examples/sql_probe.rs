@@ -58,7 +58,16 @@ fn main() {
             let mut stream = conn
                 .query_stream(sql, OutputFormat::JSONCompactEachRow)
                 .expect("stream");
-            while let Some(_chunk) = stream.next_chunk().expect("chunk") {}
+            loop {
+                match stream.next_chunk() {
+                    Ok(Some(_)) => continue,
+                    Ok(None) => break,
+                    Err(e) => {
+                        println!("{n}: streamed: error {e}");
+                        break;
+                    }
+                }
+            }
             drop(stream);
             streamed.push(t.elapsed().as_secs_f64() * 1000.0);
         }

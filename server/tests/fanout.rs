@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::influxql::{get, points, queries, same};
+use common::influxql::{get, points, queries, regrouped_queries, same};
 use common::Server;
 use serde_json::Value;
 
@@ -140,7 +140,20 @@ fn three_pods_answer_every_query_as_one_pod_holding_everything() {
     wait_total(&tenant, "g_autogen_live", live);
 
     let mut failures = Vec::new();
-    let all = queries();
+    let range = format!(
+        "time >= {} and time <= {}",
+        common::influxql::ms(common::influxql::T0),
+        common::influxql::ms(common::influxql::T0 + 599)
+    );
+    let mut all = queries();
+    all.extend(regrouped_queries());
+    // Several series at one time in one group, taken in series-key order on every pod.
+    all.push(format!(
+        "SELECT integral(\"value\") FROM \"cpu\" WHERE {range}"
+    ));
+    all.push(format!(
+        "SELECT integral(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m)"
+    ));
     for (i, q) in all.iter().enumerate() {
         let want = get(&|p| one.request("GET", p, &[], b""), q);
         // Every pod coordinates some of the queries.

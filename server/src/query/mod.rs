@@ -17,6 +17,7 @@ pub mod functions;
 pub mod gather;
 mod grouping;
 mod groups;
+mod integral;
 pub mod key_regex;
 pub mod math;
 pub mod meta;

@@ -203,6 +203,27 @@ pub fn queries() -> Vec<String> {
         format!("SELECT top(\"value\", 2), \"host\" FROM \"cpu\" WHERE {range} GROUP BY time(2m) fill(null)"),
         format!("SELECT bottom(\"used\", 2) AS \"low\", \"free\" FROM \"disk\" WHERE {range} GROUP BY \"host\" ORDER BY time DESC"),
         format!("SELECT top(\"value\", 2), mean(\"value\") FROM \"cpu\" WHERE {range}"),
+        // integral() of one series per group: the trapezium rule; a segment crossing a
+        // bucket's end cut at the interpolated value (for an integer field with the earlier
+        // point's value kept), one across empty buckets (h1's minute 4) put in its end's; no
+        // fill; at time 0 without buckets.
+        format!("SELECT integral(\"value\", 1m) FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(1m) fill(null)"),
+        format!("SELECT integral(\"value\", 10s) FROM \"cpu\" WHERE \"host\" = 'h2' AND {range} GROUP BY time(45s, 15s) fill(0)"),
+        format!("SELECT integral(\"n\", 1m) FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(25s) fill(none)"),
+        format!("SELECT integral(\"n\") AS \"area\" FROM \"cpu\" WHERE \"host\" = 'h3' AND {range}"),
+        format!("SELECT integral(\"value\", 1m) FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(20s)"),
+        format!("SELECT integral(\"n\") FROM \"cpu\" WHERE \"host\" = 'h2' AND {wide} GROUP BY time(70s, 30s)"),
+        format!("SELECT integral(\"value\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} GROUP BY time(1m) tz('Europe/Paris')"),
+        format!("SELECT integral(\"value\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} GROUP BY time(1m) LIMIT 2 OFFSET 1"),
+        // The last point at its bucket's start: that bucket is not answered.
+        format!("SELECT integral(\"n\") FROM \"cpu\" WHERE \"host\" = 'h1' AND time >= {} and time <= {} GROUP BY time(1m)", ms(T0), ms(T0 + 540)),
+        "SELECT integral(\"value\") FROM \"cpu\" WHERE \"host\" = 'h1'".into(),
+        "SELECT integral(\"n\") FROM \"cpu\" WHERE \"host\" = 'h1'".into(),
+        format!("SELECT integral(\"host\") FROM \"cpu\" WHERE {range}"),
+        format!("SELECT integral(\"value\", 0s) FROM \"cpu\" WHERE {range}"),
+        format!("SELECT integral(\"value\", 'x') FROM \"cpu\" WHERE {range}"),
+        format!("SELECT integral() FROM \"cpu\" WHERE {range}"),
+        format!("SELECT integral(mean(\"value\")) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
         // The last point of whole series, read from the earliest of them on.
         "SELECT last(\"value\") FROM \"cpu\" GROUP BY \"host\"".into(),
         "SELECT last(\"used\"), last(\"free\") FROM \"disk\" GROUP BY \"host\"".into(),
@@ -295,4 +316,52 @@ pub fn get(base: &dyn Fn(&str) -> Resp, q: &str) -> (u16, Value) {
     let r = base(&path);
     let v = serde_json::from_str(r.body.trim()).unwrap_or(Value::String(r.body.clone()));
     (r.status, v)
+}
+
+/// Queries whose answers InfluxDB 1.8 shapes differently, with what [`regrouped`] undoes.
+/// `integral()` of several groups: InfluxDB answers its groups out of tag order, and a group's
+/// last bucket as a series of its own after the others; the values must still be equal.
+pub fn regrouped_queries() -> Vec<String> {
+    let range = format!("time >= {} and time <= {}", ms(T0), ms(T0 + 599));
+    vec![
+        format!("SELECT integral(\"value\") FROM \"cpu\" WHERE {range} GROUP BY \"host\""),
+        format!("SELECT integral(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m), \"host\""),
+        format!("SELECT integral(\"used\") AS \"area\" FROM \"disk\" WHERE {range} GROUP BY time(2m), * fill(previous)"),
+        format!("SELECT integral(\"value\") FROM \"cpu\" WHERE \"value\" > 50 AND {range} GROUP BY \"dc\""),
+    ]
+}
+
+/// An answer with each statement's series of equal name and tags made one (their values in
+/// time order) and the series in name and tag order.
+pub fn regrouped(answer: &Value) -> Value {
+    let mut answer = answer.clone();
+    let Some(results) = answer.get_mut("results").and_then(Value::as_array_mut) else {
+        return answer;
+    };
+    for result in results {
+        let Some(series) = result.get_mut("series").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        let mut merged: Vec<Value> = Vec::new();
+        for s in series.drain(..) {
+            let same_series = |m: &Value| m["name"] == s["name"] && m["tags"] == s["tags"];
+            match merged.iter_mut().find(|m| same_series(m)) {
+                Some(m) => {
+                    let more = s["values"].as_array().cloned().unwrap_or_default();
+                    if let Some(values) = m["values"].as_array_mut() {
+                        values.extend(more);
+                    }
+                }
+                None => merged.push(s),
+            }
+        }
+        for m in &mut merged {
+            if let Some(values) = m["values"].as_array_mut() {
+                values.sort_by_key(|row| row[0].as_i64());
+            }
+        }
+        merged.sort_by_key(|m| (m["name"].to_string(), m["tags"].to_string()));
+        *series = merged;
+    }
+    answer
 }
