@@ -113,6 +113,18 @@ impl<'a> Gather<'a> {
     /// Runs the SQL `build` makes over the pods still asked, leaving out (with
     /// `partial=true`) those that do not answer and trying again without them.
     pub fn fetch(&self, budget: &Budget, build: &dyn Fn(&Urls) -> String) -> Result<Rows, String> {
+        self.fetch_on_threads(budget, false, build)
+    }
+
+    /// [`Gather::fetch`], on one thread when `one_thread`: the pods are then read one after
+    /// the other, and what the gathering pod does over every point (`integral()` orders them
+    /// all) has a query's memory to itself rather than a share of it per thread.
+    pub fn fetch_on_threads(
+        &self,
+        budget: &Budget,
+        one_thread: bool,
+        build: &dyn Fn(&Urls) -> String,
+    ) -> Result<Rows, String> {
         loop {
             let unresolved: Vec<Peer> = self
                 .peers
@@ -133,7 +145,8 @@ impl<'a> Gather<'a> {
                 token: &self.token,
             };
             // One thread per pod, so that the fetches run side by side.
-            let sql = format!("{} SETTINGS max_threads = {}", build(&urls), n.max(2));
+            let threads = if one_thread { 1 } else { n.max(2) };
+            let sql = format!("{} SETTINGS max_threads = {threads}", build(&urls));
             let msg = match fetch_on(self.app, budget, Readers::Gather, &sql) {
                 Ok(rows) => return Ok(rows),
                 Err(msg) => msg,

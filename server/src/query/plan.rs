@@ -99,7 +99,8 @@ pub struct Plan {
     /// which copies its key for every row read, as time only grows; on two threads the last
     /// point of 10,000 series over 50 M points needed 132 MiB, past the 128 a query gets. A
     /// `last` that reads only the series' tails (`super::tail`) runs on two. `integral()` orders
-    /// every point of a group: on two threads 3.6 M points needed more than 128 MiB.
+    /// every point of a group: on two threads 3.6 M points needed more than 128 MiB, on a pod
+    /// and on the gathering pod (which then reads the pods one after the other).
     pub one_thread: bool,
 }
 
@@ -457,6 +458,24 @@ mod tests {
             "SELECT last(value) FROM cpu WHERE time > now() - 1h GROUP BY time(1m), host"
         ));
         assert!(!in_order("SELECT value FROM cpu GROUP BY host"));
+        // integral() orders every point, on a pod and on the gathering pod; nothing else
+        // gathers on one thread.
+        let gathering_on_one_thread = |q: &str| {
+            plan_in(q, Mode::Final("(SELECT 1)"))
+                .unwrap()
+                .unwrap()
+                .one_thread
+        };
+        assert!(one_thread("SELECT integral(value) FROM cpu GROUP BY host"));
+        assert!(gathering_on_one_thread(
+            "SELECT integral(value) FROM cpu GROUP BY host"
+        ));
+        assert!(!gathering_on_one_thread(
+            "SELECT last(value) FROM cpu GROUP BY host"
+        ));
+        assert!(!gathering_on_one_thread(
+            "SELECT max(value) FROM cpu GROUP BY host"
+        ));
         // A row-level tag condition joins the tags to every row: one phase, no series key.
         assert!(!in_order(
             "SELECT last(value) FROM cpu WHERE host = 'a' OR value > 1 GROUP BY host"

@@ -165,7 +165,7 @@ fn select_gathered(
     else {
         return Ok(None);
     };
-    let rows = g.fetch(&ctx.budget, &|u| {
+    let rows = g.fetch_on_threads(&ctx.budget, p.one_thread, &|u| {
         let url = u.url(&what, "Native", &structure);
         // Planned just above with another source: it plans again the same way.
         plan::plan(sel, &src, ctx.now_ns, plan::Mode::Final(&url))
