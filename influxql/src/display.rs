@@ -231,9 +231,76 @@ impl Display for Fill {
     }
 }
 
+impl Display for Source {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Measurement(m) => write!(f, "{m}"),
+            Source::Subquery(s) => write!(f, "({s})"),
+        }
+    }
+}
+
+/// A `SELECT` as text that parses back to it (a gathering pod sends a subquery's statement to
+/// every pod this way).
+impl Display for SelectStatement {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let list = |items: Vec<String>| items.join(", ");
+        write!(
+            f,
+            "SELECT {} FROM {}",
+            list(self.fields.iter().map(|x| x.to_string()).collect()),
+            list(self.sources.iter().map(|x| x.to_string()).collect())
+        )?;
+        if let Some(c) = &self.condition {
+            write!(f, " WHERE {c}")?;
+        }
+        if !self.group_by.is_empty() {
+            let dims = list(self.group_by.iter().map(|x| x.to_string()).collect());
+            write!(f, " GROUP BY {dims}")?;
+        }
+        if let Some(fill) = &self.fill {
+            write!(f, " {fill}")?;
+        }
+        match self.order {
+            Some(SortOrder::Descending) => f.write_str(" ORDER BY time DESC")?,
+            Some(SortOrder::Ascending) => f.write_str(" ORDER BY time ASC")?,
+            None => {}
+        }
+        let numbers = [
+            ("LIMIT", self.limit),
+            ("OFFSET", self.offset),
+            ("SLIMIT", self.slimit),
+            ("SOFFSET", self.soffset),
+        ];
+        for (kw, n) in numbers {
+            if let Some(n) = n {
+                write!(f, " {kw} {n}")?;
+            }
+        }
+        if let Some(tz) = &self.timezone {
+            write!(f, " tz({})", quote_string(tz))?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn select_statements_print_back_to_themselves() {
+        for q in [
+            "SELECT mean(\"value\") AS m, max(n) FROM \"db\".\"rp\".cpu, /^m/ WHERE host = 'a' AND time > now() - 1h GROUP BY time(1m, 15s), \"host\", * fill(previous) ORDER BY time DESC LIMIT 3 OFFSET 1 SLIMIT 2 SOFFSET 1 tz('Europe/Paris')",
+            "SELECT sum(\"max\") FROM (SELECT max(v) FROM m WHERE (time > 5s) AND (v < 3) GROUP BY host, time(10s) fill(none)) WHERE \"max\" > 1 GROUP BY time(1m)",
+            "SELECT v::float, host::tag FROM m",
+        ] {
+            let first = crate::parse(q).unwrap();
+            let Statement::Select(s) = &first[0] else { panic!("{q}") };
+            let again = crate::parse(&s.to_string()).unwrap();
+            assert_eq!(first, again, "{q} -> {s}");
+        }
+    }
 
     #[test]
     fn quoting() {

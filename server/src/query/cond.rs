@@ -154,7 +154,8 @@ pub fn split(cond: Option<&Expr>, scope: &Scope) -> Result<Where, PlanError> {
     Ok(out)
 }
 
-fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
+/// The conditions joined by top-level `AND`s (through parentheses).
+pub(super) fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     match e {
         Expr::Binary {
             lhs,

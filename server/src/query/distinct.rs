@@ -126,10 +126,7 @@ mod tests {
     use super::*;
 
     fn field_of(q: &str) -> Result<Option<String>, PlanError> {
-        let stmt = match sluice_influxql::parse(q).map(|mut s| s.remove(0)) {
-            Ok(sluice_influxql::Statement::Select(s)) => *s,
-            other => panic!("{q}: {other:?}"),
-        };
+        let stmt = crate::query::plan::select_of(q);
         let calls: Vec<Expr> = stmt
             .fields
             .iter()

@@ -43,6 +43,14 @@ impl Grouping {
         })
     }
 
+    /// The grouping tag keys, sorted.
+    pub(super) fn keys(&self) -> &[String] {
+        match self {
+            Grouping::None => &[],
+            Grouping::Tags(t) => t,
+        }
+    }
+
     pub(super) fn tagged(&self) -> bool {
         !matches!(self, Grouping::None)
     }

@@ -236,10 +236,7 @@ mod tests {
     use super::*;
 
     fn call(q: &str) -> Result<Option<(String, i64)>, PlanError> {
-        let stmt = match sluice_influxql::parse(q).map(|mut s| s.remove(0)) {
-            Ok(sluice_influxql::Statement::Select(s)) => *s,
-            other => panic!("{q}: {other:?}"),
-        };
+        let stmt = crate::query::plan::select_of(q);
         let exprs: Vec<&Expr> = stmt.fields.iter().map(|f| &f.expr).collect();
         Ok(integral_call(&exprs)?.map(|c| (c.field.to_string(), c.unit)))
     }

@@ -136,6 +136,7 @@ pub fn select_sql(
         table: &table,
         fields,
         tag_keys,
+        series: None,
     };
     plan::plan(sel, &src, now, mode).map_err(|e| e.to_string())
 }

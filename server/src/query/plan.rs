@@ -51,6 +51,10 @@ pub struct Source<'a> {
     pub fields: &'a BTreeMap<String, FieldType>,
     /// The tag keys of the measurement's series (for `*`).
     pub tag_keys: &'a [String],
+    /// What the series and their tags are read from (`series_id`, `tags`): the series table
+    /// when `None`, else a subquery (a subquery's answer as a measurement, see
+    /// [`super::subquery`]).
+    pub series: Option<&'a str>,
 }
 
 /// Which part of the work a query does.
@@ -102,6 +106,12 @@ pub struct Plan {
     /// every point of a group: on two threads 3.6 M points needed more than 128 MiB, on a pod
     /// and on the gathering pod (which then reads the pods one after the other).
     pub one_thread: bool,
+    /// The grouping tag keys, sorted: a subquery's answer has them as its tags.
+    pub grouping_keys: Vec<String>,
+    /// The type of each value column (after `time`) as a statement around this one reads it
+    /// ([`super::subquery::column_type`]); `None` when the columns are not one per select
+    /// field (`top()` with tags beside it).
+    pub value_types: Option<Vec<FieldType>>,
 }
 
 impl Plan {
@@ -196,12 +206,20 @@ pub fn plan(
         && exprs.iter().any(|e| calls(e, "last"))
         && !q.reads_tails(&exprs, stmt.group_by_time().is_some())
         || integral.is_some();
+    let value_types = (exprs.len() + 1 == columns.len()).then(|| {
+        exprs
+            .iter()
+            .map(|e| super::subquery::column_type(e, src.fields))
+            .collect()
+    });
     Ok(Some(Plan {
         sql,
         columns,
         tagged: grouping.tagged(),
         aggregation_in_order,
         one_thread,
+        grouping_keys: grouping.keys().to_vec(),
+        value_types,
     }))
 }
 
@@ -249,6 +267,14 @@ pub(super) struct Query<'a> {
 impl Query<'_> {
     /// The measurement's series that the tag conditions select, with their tags.
     pub(super) fn series_sql(&self) -> String {
+        if let Some(series) = self.src.series {
+            let mut conds = vec!["1".to_string()];
+            conds.extend(self.filter.series.iter().cloned());
+            return format!(
+                "SELECT series_id, tags FROM {series} WHERE {}",
+                conds.join(" AND ")
+            );
+        }
         let mut conds = vec![
             format!("db = {}", quote_str(self.src.db)),
             format!("measurement = {}", quote_str(self.src.measurement)),
@@ -313,15 +339,21 @@ impl Query<'_> {
     }
 }
 
+/// The one `SELECT` of `q`, for the planner's tests.
+#[cfg(test)]
+pub(super) fn select_of(q: &str) -> SelectStatement {
+    match sluice_influxql::parse(q).map(|mut s| s.remove(0)) {
+        Ok(sluice_influxql::Statement::Select(s)) => *s,
+        other => panic!("{q}: {other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn select(q: &str) -> SelectStatement {
-        match sluice_influxql::parse(q).map(|mut s| s.remove(0)) {
-            Ok(sluice_influxql::Statement::Select(s)) => *s,
-            other => panic!("{q}: {other:?}"),
-        }
+        select_of(q)
     }
 
     fn plan_of(q: &str) -> Result<Option<Plan>, PlanError> {
@@ -341,6 +373,7 @@ mod tests {
             table: "`db_autogen_cpu`",
             fields: &fields,
             tag_keys: &tags,
+            series: None,
         };
         plan(&select(q), &src, 1_000_000_000_000, mode)
     }

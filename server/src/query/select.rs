@@ -7,9 +7,7 @@ use sluice_influxql::{SelectStatement, Source as FromSource};
 use super::answer::Outcome;
 use super::fetch::{fetch_as, fetch_with};
 use super::gather::{self, Gather};
-use super::{
-    database, meta, partial, plan, policy, shape, sources_of, time, Ctx, Fields, PlanError,
-};
+use super::{database, meta, partial, plan, policy, shape, sources_of, time, Ctx, Fields};
 use crate::cluster::Partial;
 use crate::engine::Readers;
 
@@ -20,11 +18,12 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outc
     let epoch = time::epoch_unit(ctx.req.epoch);
     let mut series = Vec::new();
     for source in &sel.sources {
-        let FromSource::Measurement(m) = source else {
-            return Err(PlanError::Unsupported(
-                "subqueries are not supported by sluice yet".into(),
-            )
-            .to_string());
+        let m = match source {
+            FromSource::Measurement(m) => m,
+            FromSource::Subquery(inner) => {
+                super::from_subquery::select(ctx, sel, inner, id, epoch, &mut series)?;
+                continue;
+            }
         };
         let db = database(ctx, m.database.as_deref())?;
         let rp = policy(ctx, &db, m.retention_policy.as_deref(), ctx.req.rp)?;
@@ -63,18 +62,39 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outc
 }
 
 /// One measurement a `SELECT` reads.
-struct One<'a> {
-    db: &'a str,
-    rp: &'a str,
-    measurement: &'a str,
-    fields: &'a Fields,
-    tag_keys: &'a [String],
-    statement: usize,
+pub(super) struct One<'a> {
+    pub(super) db: &'a str,
+    pub(super) rp: &'a str,
+    pub(super) measurement: &'a str,
+    pub(super) fields: &'a Fields,
+    pub(super) tag_keys: &'a [String],
+    pub(super) statement: usize,
 }
 
 type Planned = Option<(plan::Plan, shape::Rows)>;
 
 fn select_here(ctx: &Ctx, sel: &SelectStatement, one: &One) -> Result<Planned, String> {
+    let Some(p) = plan_here(ctx, sel, one)? else {
+        return Ok(None);
+    };
+    let settings = p.read_settings();
+    let rows = fetch_with(
+        ctx.app,
+        &ctx.budget,
+        Readers::Local,
+        &settings,
+        &p.sql,
+        true,
+    )?;
+    Ok(Some((p, rows)))
+}
+
+/// `sel` planned over this pod's data alone.
+pub(super) fn plan_here(
+    ctx: &Ctx,
+    sel: &SelectStatement,
+    one: &One,
+) -> Result<Option<plan::Plan>, String> {
     let name = sluice_core::names::table_name(one.db, one.rp, one.measurement);
     // Answering alone: rows received in a hand-off not yet settled do not count.
     let Some(table) = ctx
@@ -90,33 +110,64 @@ fn select_here(ctx: &Ctx, sel: &SelectStatement, one: &One) -> Result<Planned, S
         table: &table,
         fields: one.fields,
         tag_keys: one.tag_keys,
+        series: None,
     };
-    let Some(p) =
-        plan::plan(sel, &src, ctx.now_ns, plan::Mode::Whole).map_err(|e| e.to_string())?
-    else {
-        return Ok(None);
-    };
-    let settings = p.read_settings();
-    let rows = fetch_with(
-        ctx.app,
-        &ctx.budget,
-        Readers::Local,
-        &settings,
-        &p.sql,
-        true,
-    )?;
-    Ok(Some((p, rows)))
+    plan::plan(sel, &src, ctx.now_ns, plan::Mode::Whole).map_err(|e| e.to_string())
 }
 
 /// Every pod computes its share ([`partial`]); this pod's engine reads them all and finishes.
-/// The columns the pods send are those of this pod's own share, which reads the tenant's
-/// field types whatever this pod holds.
 fn select_gathered(
     ctx: &Ctx,
     g: &Gather,
     sel: &SelectStatement,
     one: &One,
 ) -> Result<Planned, String> {
+    let src = final_source(one);
+    let Some(p) =
+        plan::plan(sel, &src, ctx.now_ns, plan::Mode::Final("")).map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    let text = Statement {
+        q: ctx.req.q,
+        index: one.statement,
+    };
+    let rows = gathered(ctx, g, sel, one, &text, p.one_thread, &|sql| {
+        Some(sql.into())
+    })?;
+    Ok(rows.map(|rows| (p, rows)))
+}
+
+/// Where the pods read a statement from: the request's text and its index there.
+pub(super) struct Statement<'a> {
+    pub(super) q: &'a str,
+    pub(super) index: usize,
+}
+
+/// The plan source of a gathering pod's part (its table is the pods' shares).
+pub(super) fn final_source<'a>(one: &One<'a>) -> plan::Source<'a> {
+    plan::Source {
+        db: one.db,
+        measurement: one.measurement,
+        table: "",
+        fields: one.fields,
+        tag_keys: one.tag_keys,
+        series: None,
+    }
+}
+
+/// The rows of `finish(sql)`, where `sql` is the gathering pod's part of `sel` over every
+/// pod's share. The columns the pods send are those of this pod's own share, which reads the
+/// tenant's field types whatever this pod holds.
+pub(super) fn gathered(
+    ctx: &Ctx,
+    g: &Gather,
+    sel: &SelectStatement,
+    one: &One,
+    text: &Statement,
+    one_thread: bool,
+    finish: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<shape::Rows>, String> {
     let Some(own) = partial::select_sql(
         ctx.app,
         sel,
@@ -143,8 +194,8 @@ fn select_gathered(
         Ok(gather::structure_of(&columns))
     })?;
     let what = Partial::Select {
-        q: ctx.req.q.to_string(),
-        statement: one.statement,
+        q: text.q.to_string(),
+        statement: text.index,
         db: one.db.to_string(),
         rp: one.rp.to_string(),
         measurement: one.measurement.to_string(),
@@ -153,31 +204,20 @@ fn select_gathered(
         now: ctx.now_ns,
         handed: crate::handoff::to_pairs(ctx.view.handed()),
     };
-    let src = plan::Source {
-        db: one.db,
-        measurement: one.measurement,
-        table: "",
-        fields: one.fields,
-        tag_keys: one.tag_keys,
-    };
-    let Some(p) =
-        plan::plan(sel, &src, ctx.now_ns, plan::Mode::Final("")).map_err(|e| e.to_string())?
-    else {
-        return Ok(None);
-    };
-    let rows = g.fetch_on_threads(&ctx.budget, p.one_thread, &|u| {
+    let src = final_source(one);
+    let rows = g.fetch_on_threads(&ctx.budget, one_thread, &|u| {
         let url = u.url(&what, "Native", &structure);
-        // Planned just above with another source: it plans again the same way.
+        // Planned before with another source: it plans again the same way.
         plan::plan(sel, &src, ctx.now_ns, plan::Mode::Final(&url))
             .ok()
             .flatten()
-            .map(|p| p.sql)
+            .and_then(|p| finish(&p.sql))
             .unwrap_or_default()
     })?;
-    Ok(Some((p, rows)))
+    Ok(Some(rows))
 }
 
-fn needs_tag_keys(sel: &SelectStatement) -> bool {
+pub(super) fn needs_tag_keys(sel: &SelectStatement) -> bool {
     let grouped = sel.group_by.iter().any(|d| {
         matches!(
             d,
@@ -195,7 +235,7 @@ fn needs_tag_keys(sel: &SelectStatement) -> bool {
 }
 
 /// The tag keys of `measurement`'s series (in every pod when gathering), for `*`.
-fn tag_keys(ctx: &Ctx, db: &str, measurement: &str) -> Result<Vec<String>, String> {
+pub(super) fn tag_keys(ctx: &Ctx, db: &str, measurement: &str) -> Result<Vec<String>, String> {
     let filter = format!(
         "db = {} AND measurement = {}",
         sluice_core::names::quote_str(db),

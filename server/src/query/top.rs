@@ -508,10 +508,7 @@ mod tests {
     use super::*;
 
     fn check(q: &str) -> Result<Option<(usize, Vec<String>, u64)>, PlanError> {
-        let stmt = match sluice_influxql::parse(q).map(|mut s| s.remove(0)) {
-            Ok(sluice_influxql::Statement::Select(s)) => *s,
-            other => panic!("{q}: {other:?}"),
-        };
+        let stmt = crate::query::plan::select_of(q);
         let exprs: Vec<&Expr> = stmt.fields.iter().map(|f| &f.expr).collect();
         Ok(ranked(&exprs, stmt.limit, stmt.offset)?
             .map(|r| (r.index, r.tags.iter().map(|t| t.to_string()).collect(), r.n)))

@@ -224,6 +224,20 @@ pub fn queries() -> Vec<String> {
         format!("SELECT integral(\"value\", 'x') FROM \"cpu\" WHERE {range}"),
         format!("SELECT integral() FROM \"cpu\" WHERE {range}"),
         format!("SELECT integral(mean(\"value\")) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        // Subqueries: the inner statement's answer as the outer's measurement, with the
+        // outer's time range, tags and interval given to the inner.
+        format!("SELECT sum(\"max\") FROM (SELECT max(\"value\") FROM \"cpu\" WHERE {range} GROUP BY \"host\")"),
+        format!("SELECT mean(\"d\") FROM (SELECT \"value\" - \"n\" AS \"d\" FROM \"cpu\" WHERE \"host\" = 'h1' AND {range})"),
+        format!("SELECT sum(\"mean\") FROM (SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\") WHERE {range} GROUP BY time(1m) fill(null)"),
+        format!("SELECT max(\"mean\") FROM (SELECT mean(\"value\") FROM \"cpu\" GROUP BY time(2m), \"host\") WHERE {range} GROUP BY \"host\""),
+        format!("SELECT sum(\"rate\") FROM (SELECT non_negative_derivative(last(\"n\"), 1s) AS \"rate\" FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\") WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT \"m\" FROM (SELECT mean(\"value\") AS \"m\" FROM \"cpu\" WHERE {range} GROUP BY time(2m)) WHERE \"m\" > 50"),
+        format!("SELECT count(\"value\") FROM (SELECT \"value\" FROM \"cpu\" WHERE {range}) GROUP BY \"host\""),
+        format!("SELECT max(\"max\") FROM (SELECT max(\"value\") FROM \"cpu\" GROUP BY \"host\") WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT mean(\"max\"), count(\"max\") FROM (SELECT max(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\") WHERE \"host\" != 'h2' GROUP BY time(5m)"),
+        format!("SELECT max(\"m\") FROM (SELECT mean(\"value\") AS \"m\" FROM \"cpu\" WHERE {wide} GROUP BY time(1m), \"host\") WHERE {wide} GROUP BY time(5m), \"host\" fill(0)"),
+        format!("SELECT \"max\" FROM (SELECT max(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\") WHERE \"host\" = 'h1' AND {range} LIMIT 4"),
+        format!("SELECT last(\"sum\") FROM (SELECT sum(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m), \"dc\") WHERE {range} GROUP BY \"dc\""),
         // The last point of whole series, read from the earliest of them on.
         "SELECT last(\"value\") FROM \"cpu\" GROUP BY \"host\"".into(),
         "SELECT last(\"used\"), last(\"free\") FROM \"disk\" GROUP BY \"host\"".into(),
