@@ -28,6 +28,9 @@ pub struct ReadSettings {
     /// under 128 MiB (bench/README, "Two threads under a small engine limit"). A plan of `last`
     /// in key order is not one of these (see `query::plan::Plan::one_thread`).
     pub planned: bool,
+    /// `enable_materialized_cte`: a `WITH name AS MATERIALIZED (...)` is computed once per
+    /// query (a subquery's inner answer, which the outer statement reads twice).
+    pub materialized_cte: bool,
 }
 
 impl ReadSettings {
@@ -45,6 +48,9 @@ impl ReadSettings {
             args.push(format!(
                 "--max_threads_min_free_memory_per_thread={threads_free_memory}"
             ));
+        }
+        if self.materialized_cte {
+            args.push("--enable_materialized_cte=1".into());
         }
         args
     }
@@ -108,6 +114,9 @@ pub const SPILL_FACTOR: u64 = 8;
 pub fn gather_settings(connect_timeout: Duration, receive_timeout: Duration) -> Vec<String> {
     vec![
         "--readonly=2".into(),
+        // A subquery's inner answer is computed once for the outer statement (see
+        // `ReadSettings::materialized_cte`).
+        "--enable_materialized_cte=1".into(),
         "--http_make_head_request=0".into(),
         "--http_skip_not_found_url_for_globs=0".into(),
         "--http_max_tries=1".into(),

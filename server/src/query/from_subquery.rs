@@ -70,47 +70,37 @@ pub(super) fn select(
         .zip(types)
         .collect();
     let inner_fields: Fields = columns.iter().cloned().collect();
-    let outer_plan = |inner_sql: &str| {
-        let (table, series) = subquery::tables(inner_sql, &columns);
-        let src = plan::Source {
-            db: one.db,
-            measurement: one.measurement,
-            table: &table,
-            fields: &inner_fields,
-            tag_keys: &inner_plan.grouping_keys,
-            series: Some(&series),
-        };
-        plan::plan(outer, &src, ctx.now_ns, plan::Mode::Whole)
+    let (table, series) = subquery::tables(&columns);
+    let src = plan::Source {
+        db: one.db,
+        measurement: one.measurement,
+        table: &table,
+        fields: &inner_fields,
+        tag_keys: &inner_plan.grouping_keys,
+        series: Some(&series),
     };
-    // The outer plan's columns and settings do not depend on the inner's SQL.
-    let Some(p) = outer_plan("SELECT 1").map_err(|e| e.to_string())? else {
+    let Some(p) =
+        plan::plan(outer, &src, ctx.now_ns, plan::Mode::Whole).map_err(|e| e.to_string())?
+    else {
         return Ok(());
     };
     let one_thread = inner_plan.one_thread || p.one_thread;
     let rows = match &ctx.gather {
         None => {
-            let Some(whole) = outer_plan(&inner_plan.sql).map_err(|e| e.to_string())? else {
-                return Ok(());
-            };
             let settings = crate::engine::ReadSettings {
                 aggregation_in_order: inner_plan.aggregation_in_order,
                 planned: !one_thread,
+                materialized_cte: true,
                 ..Default::default()
             };
-            fetch_with(
-                ctx.app,
-                &ctx.budget,
-                Readers::Local,
-                &settings,
-                &whole.sql,
-                true,
-            )?
+            let sql = subquery::around(&p.sql, &inner_plan.sql);
+            fetch_with(ctx.app, &ctx.budget, Readers::Local, &settings, &sql, true)?
         }
         Some(g) => {
             // The pods plan the inner statement from its text, as they plan a request's.
             let q = inner.to_string();
             let text = Statement { q: &q, index: 0 };
-            let finish = |sql: &str| outer_plan(sql).ok().flatten().map(|p| p.sql);
+            let finish = |inner_sql: &str| Some(subquery::around(&p.sql, inner_sql));
             let Some(rows) = gathered(ctx, g, &inner, &one, &text, one_thread, &finish)? else {
                 return Ok(());
             };

