@@ -1,6 +1,7 @@
-//! Running `SELECT ... FROM (SELECT ...)` ([`super::subquery`] plans it): the inner statement
-//! planned as any other, here or gathered from every pod, and the outer one over its rows on
-//! this pod.
+//! Running `SELECT ... FROM (SELECT ...)` ([`super::subquery`] plans each level): the
+//! innermost statement, over a measurement, is planned as any other statement (here or
+//! gathered from every pod), and each statement around it over the answer of the one inside,
+//! on this pod.
 
 use sluice_core::FieldType;
 use sluice_influxql::{SelectStatement, Source as FromSource};
@@ -10,17 +11,82 @@ use super::select::{final_source, gathered, needs_tag_keys, plan_here, tag_keys,
 use super::{database, plan, policy, shape, sources_of, subquery, Ctx, Fields, PlanError};
 use crate::engine::Readers;
 
-/// The measurement an inner statement reads, resolved.
-struct Inner {
+/// The measurement the innermost statement reads, resolved.
+struct Measurement {
     db: String,
     rp: String,
-    measurement: String,
+    name: String,
     fields: Fields,
     tag_keys: Vec<String>,
 }
 
+/// A statement's answer, planned: over a measurement, or over the answer of the statement
+/// inside it.
+enum Answer {
+    Measurement {
+        statement: Box<SelectStatement>,
+        src: Measurement,
+        plan: plan::Plan,
+    },
+    Subquery {
+        inner: Box<Answer>,
+        plan: plan::Plan,
+        /// How deep it sits (1 around the innermost statement): the name of the answer it reads.
+        depth: usize,
+    },
+}
+
+impl Answer {
+    fn plan(&self) -> &plan::Plan {
+        match self {
+            Answer::Measurement { plan, .. } | Answer::Subquery { plan, .. } => plan,
+        }
+    }
+
+    /// Its SQL over the innermost statement's SQL `base` (on this pod, or the gathering pod's
+    /// part over every pod's share).
+    fn sql(&self, base: &str) -> String {
+        match self {
+            Answer::Measurement { .. } => base.to_string(),
+            Answer::Subquery { inner, plan, depth } => {
+                subquery::around(&plan.sql, &inner.sql(base), *depth)
+            }
+        }
+    }
+
+    fn innermost(&self) -> (&SelectStatement, &Measurement, &plan::Plan) {
+        match self {
+            Answer::Measurement {
+                statement,
+                src,
+                plan,
+            } => (statement, src, plan),
+            Answer::Subquery { inner, .. } => inner.innermost(),
+        }
+    }
+
+    /// Whether some level must run on one thread.
+    fn one_thread(&self) -> bool {
+        match self {
+            Answer::Measurement { plan, .. } => plan.one_thread,
+            Answer::Subquery { inner, plan, .. } => plan.one_thread || inner.one_thread(),
+        }
+    }
+}
+
 fn unsupported(what: &str) -> String {
     PlanError::Unsupported(format!("{what} is not supported by sluice yet")).to_string()
+}
+
+fn one(m: &Measurement, statement: usize) -> One<'_> {
+    One {
+        db: &m.db,
+        rp: &m.rp,
+        measurement: &m.name,
+        fields: &m.fields,
+        tag_keys: &m.tag_keys,
+        statement,
+    }
 }
 
 /// The outer statement's series from `FROM (inner)`, appended to `out`.
@@ -32,31 +98,59 @@ pub(super) fn select(
     epoch: Option<i64>,
     out: &mut Vec<Vec<u8>>,
 ) -> Result<(), String> {
+    let Some(answer) = around(ctx, outer, inner, id)? else {
+        return Ok(());
+    };
+    let (statement, src, base) = answer.innermost();
+    let one_thread = answer.one_thread();
+    let rows = match &ctx.gather {
+        None => {
+            let settings = crate::engine::ReadSettings {
+                aggregation_in_order: base.aggregation_in_order,
+                planned: !one_thread,
+                materialized_cte: true,
+                ..Default::default()
+            };
+            let sql = answer.sql(&base.sql);
+            fetch_with(ctx.app, &ctx.budget, Readers::Local, &settings, &sql, true)?
+        }
+        Some(g) => {
+            // The pods plan the innermost statement from its text, as they plan a request's.
+            let q = statement.to_string();
+            let text = Statement { q: &q, index: 0 };
+            let finish = |sql: &str| Some(answer.sql(sql));
+            let one = one(src, id);
+            let Some(rows) = gathered(ctx, g, statement, &one, &text, one_thread, &finish)? else {
+                return Ok(());
+            };
+            rows
+        }
+    };
+    let p = answer.plan();
+    shape::series(&src.name, &p.columns, p.tagged, rows, epoch, out)
+}
+
+/// `outer` planned over the answer of `inner` (and so on inwards).
+fn around(
+    ctx: &Ctx,
+    outer: &SelectStatement,
+    inner: &SelectStatement,
+    id: usize,
+) -> Result<Option<Answer>, String> {
     let inner = subquery::inner_statement(outer, inner).map_err(|e| e.to_string())?;
-    let Some(src) = resolve(ctx, &inner)? else {
-        return Ok(());
+    let answer = match inner.sources.as_slice() {
+        [FromSource::Subquery(deeper)] => around(ctx, &inner, deeper, id)?,
+        [FromSource::Measurement(_)] => over_measurement(ctx, inner, id)?,
+        _ => return Err(unsupported("a subquery over several measurements")),
     };
-    let one = One {
-        db: &src.db,
-        rp: &src.rp,
-        measurement: &src.measurement,
-        fields: &src.fields,
-        tag_keys: &src.tag_keys,
-        statement: id,
+    let Some(answer) = answer else {
+        return Ok(None);
     };
-    let planned = match &ctx.gather {
-        None => plan_here(ctx, &inner, &one)?,
-        Some(_) => plan::plan(
-            &inner,
-            &final_source(&one),
-            ctx.now_ns,
-            plan::Mode::Final(""),
-        )
-        .map_err(|e| e.to_string())?,
+    let depth = match &answer {
+        Answer::Measurement { .. } => 1,
+        Answer::Subquery { depth, .. } => depth + 1,
     };
-    let Some(inner_plan) = planned else {
-        return Ok(());
-    };
+    let inner_plan = answer.plan();
     let Some(types) = inner_plan.value_types.clone() else {
         return Err(unsupported(
             "a subquery answering top() or bottom() with tags beside it",
@@ -69,50 +163,36 @@ pub(super) fn select(
         .cloned()
         .zip(types)
         .collect();
-    let inner_fields: Fields = columns.iter().cloned().collect();
-    let (table, series) = subquery::tables(&columns);
+    let fields: Fields = columns.iter().cloned().collect();
+    let (table, series) = subquery::tables(&columns, depth);
+    let (_, m, _) = answer.innermost();
     let src = plan::Source {
-        db: one.db,
-        measurement: one.measurement,
+        db: &m.db,
+        measurement: &m.name,
         table: &table,
-        fields: &inner_fields,
+        fields: &fields,
         tag_keys: &inner_plan.grouping_keys,
         series: Some(&series),
     };
-    let Some(p) =
+    let Some(plan) =
         plan::plan(outer, &src, ctx.now_ns, plan::Mode::Whole).map_err(|e| e.to_string())?
     else {
-        return Ok(());
+        return Ok(None);
     };
-    let one_thread = inner_plan.one_thread || p.one_thread;
-    let rows = match &ctx.gather {
-        None => {
-            let settings = crate::engine::ReadSettings {
-                aggregation_in_order: inner_plan.aggregation_in_order,
-                planned: !one_thread,
-                materialized_cte: true,
-                ..Default::default()
-            };
-            let sql = subquery::around(&p.sql, &inner_plan.sql);
-            fetch_with(ctx.app, &ctx.budget, Readers::Local, &settings, &sql, true)?
-        }
-        Some(g) => {
-            // The pods plan the inner statement from its text, as they plan a request's.
-            let q = inner.to_string();
-            let text = Statement { q: &q, index: 0 };
-            let finish = |inner_sql: &str| Some(subquery::around(&p.sql, inner_sql));
-            let Some(rows) = gathered(ctx, g, &inner, &one, &text, one_thread, &finish)? else {
-                return Ok(());
-            };
-            rows
-        }
-    };
-    shape::series(one.measurement, &p.columns, p.tagged, rows, epoch, out)
+    Ok(Some(Answer::Subquery {
+        inner: Box::new(answer),
+        plan,
+        depth,
+    }))
 }
 
-/// The one measurement `inner` reads (none when it does not exist).
-fn resolve(ctx: &Ctx, inner: &SelectStatement) -> Result<Option<Inner>, String> {
-    let [FromSource::Measurement(m)] = inner.sources.as_slice() else {
+/// The innermost statement, over its one measurement (none when that does not exist).
+fn over_measurement(
+    ctx: &Ctx,
+    statement: SelectStatement,
+    id: usize,
+) -> Result<Option<Answer>, String> {
+    let [FromSource::Measurement(m)] = statement.sources.as_slice() else {
         return Err(unsupported("a subquery over several measurements"));
     };
     let db = database(ctx, m.database.as_deref())?;
@@ -121,22 +201,40 @@ fn resolve(ctx: &Ctx, inner: &SelectStatement) -> Result<Option<Inner>, String> 
     if found.len() > 1 {
         return Err(unsupported("a subquery over several measurements"));
     }
-    let Some((measurement, fields)) = found.pop() else {
+    let Some((name, fields)) = found.pop() else {
         return Ok(None);
     };
-    if let Some(conflict) = ctx.view.conflict(&db, &rp, &measurement) {
+    if let Some(conflict) = ctx.view.conflict(&db, &rp, &name) {
         return Err(conflict);
     }
-    let tag_keys = if needs_tag_keys(inner) {
-        tag_keys(ctx, &db, &measurement)?
+    let tag_keys = if needs_tag_keys(&statement) {
+        tag_keys(ctx, &db, &name)?
     } else {
         vec![]
     };
-    Ok(Some(Inner {
+    let src = Measurement {
         db,
         rp,
-        measurement,
+        name,
         fields,
         tag_keys,
+    };
+    let planned = {
+        let one = one(&src, id);
+        match &ctx.gather {
+            None => plan_here(ctx, &statement, &one)?,
+            Some(_) => plan::plan(
+                &statement,
+                &final_source(&one),
+                ctx.now_ns,
+                plan::Mode::Final(""),
+            )
+            .map_err(|e| e.to_string())?,
+        }
+    };
+    Ok(planned.map(|plan| Answer::Measurement {
+        statement: Box::new(statement),
+        src,
+        plan,
     }))
 }

@@ -238,6 +238,8 @@ pub fn queries() -> Vec<String> {
         format!("SELECT max(\"m\") FROM (SELECT mean(\"value\") AS \"m\" FROM \"cpu\" WHERE {wide} GROUP BY time(1m), \"host\") WHERE {wide} GROUP BY time(5m), \"host\" fill(0)"),
         format!("SELECT \"max\" FROM (SELECT max(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\") WHERE \"host\" = 'h1' AND {range} LIMIT 4"),
         format!("SELECT last(\"sum\") FROM (SELECT sum(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m), \"dc\") WHERE {range} GROUP BY \"dc\""),
+        format!("SELECT x FROM (SELECT y AS x FROM (SELECT \"value\" AS y FROM \"cpu\" WHERE \"host\" = 'h2' AND {range}))"),
+        format!("SELECT max(\"s\") FROM (SELECT sum(\"m\") AS \"s\" FROM (SELECT mean(\"value\") AS \"m\" FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\") WHERE {range} GROUP BY time(1m)) WHERE {range} GROUP BY time(5m)"),
         // The last point of whole series, read from the earliest of them on.
         "SELECT last(\"value\") FROM \"cpu\" GROUP BY \"host\"".into(),
         "SELECT last(\"used\"), last(\"free\") FROM \"disk\" GROUP BY \"host\"".into(),
