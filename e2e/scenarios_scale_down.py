@@ -103,12 +103,16 @@ def three_replicas_read_as_one():
         per = influxql('SELECT count("i") FROM "spread" WHERE time > now() - 1d GROUP BY time(1h), "w" fill(none)')
         if sum(v[1] for s in per for v in s["values"]) != total:
             raise Fail(f"per-bucket counts do not add up to {total}: {per}")
+        # A subquery: every pod counts its share per writer, the picking pod sums the counts.
+        sub = influxql('SELECT sum("c") FROM (SELECT count("i") AS "c" FROM "spread" WHERE time > now() - 1d GROUP BY "w")')
+        if sub[0]["values"][0][1] != total:
+            raise Fail(f"sum of per-writer counts through a subquery: {sub}, want {total}")
     names = {v[0] for s in influxql("SHOW MEASUREMENTS") for v in s["values"]}
     if "spread" not in names:
         raise Fail(f"SHOW MEASUREMENTS: {sorted(names)}")
     shrunk = shrink_to_one(total, "three")
     return (f"{verified}; spread over the pods as {per_pod}; InfluxQL count {total} through the "
-            f"Service six times; {shrunk}")
+            f"Service six times, and as a sum of per-writer counts in a subquery; {shrunk}")
 
 
 def shrink_to_one(total, tag):
