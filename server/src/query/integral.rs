@@ -29,8 +29,10 @@ use super::cond::Operand;
 use super::plan::{value_col, Mode, Query, KEY, TAGS, TIME};
 use super::PlanError;
 
-/// A point's value, and its series' tags as text (in a share).
+/// A point's value.
 const VALUE: &str = "__sl_v";
+/// The pods' shares, named once for several integrals.
+const SHARES: &str = "__sl_shares";
 /// A series' group and its place in series-key order, numbered from the series table.
 const GROUP: &str = "__sl_group";
 const RANK: &str = "__sl_rank";
@@ -40,20 +42,23 @@ const NUMBERS: &str = "__sl_numbers";
 /// there is its merge's, which no rule describes).
 const ORDER: &str = "cityHash64(toJSONString(mapSort(s.tags)))";
 
-/// A lone `integral()` in a select list: its field and unit in nanoseconds.
+/// An `integral()` of a select list: its field and unit in nanoseconds.
 pub(super) struct Integral<'e> {
     field: &'e Expr,
     unit: i64,
 }
 
-/// `integral(...)` as the only expression of a select list; an error when it stands beside
-/// others or inside an expression, which sluice does not plan yet.
-pub(super) fn integral_call<'e>(exprs: &[&'e Expr]) -> Result<Option<Integral<'e>>, PlanError> {
-    let lone = match exprs {
-        [Expr::Call { name, args }] if name == "integral" => Some(args),
-        _ => None,
-    };
-    let Some(args) = lone else {
+/// The select list when it is only `integral(...)` calls (`integral(*)` is one per numeric
+/// field); an error when one stands beside other fields or inside an expression, which sluice
+/// does not plan yet.
+pub(super) fn integral_calls<'e>(
+    exprs: &[&'e Expr],
+) -> Result<Option<Vec<Integral<'e>>>, PlanError> {
+    let all = !exprs.is_empty()
+        && exprs
+            .iter()
+            .all(|e| matches!(e, Expr::Call { name, .. } if name == "integral"));
+    if !all {
         if exprs.iter().any(|e| calls_integral(e)) {
             return Err(PlanError::Unsupported(
                 "integral() beside other fields or inside an expression is not supported by sluice yet"
@@ -61,7 +66,18 @@ pub(super) fn integral_call<'e>(exprs: &[&'e Expr]) -> Result<Option<Integral<'e
             ));
         }
         return Ok(None);
-    };
+    }
+    exprs
+        .iter()
+        .map(|e| match e {
+            Expr::Call { args, .. } => integral_of(args),
+            _ => unreachable!("checked above"),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+fn integral_of(args: &[Expr]) -> Result<Integral<'_>, PlanError> {
     if args.is_empty() || args.len() > 2 {
         return Err(PlanError::Invalid(format!(
             "invalid number of arguments for integral, expected at least 1 but no more than 2, got {}",
@@ -90,7 +106,7 @@ pub(super) fn integral_call<'e>(exprs: &[&'e Expr]) -> Result<Option<Integral<'e
             ))
         }
     };
-    Ok(Some(Integral { field, unit }))
+    Ok(Integral { field, unit })
 }
 
 fn calls_integral(e: &Expr) -> bool {
@@ -102,35 +118,20 @@ fn calls_integral(e: &Expr) -> bool {
 }
 
 impl Query<'_> {
-    /// The plan of `integral(field, unit)` (see the module's doc).
-    pub(super) fn integral(&self, call: &Integral) -> Result<String, PlanError> {
+    /// The plan of a select list of `integral(field, unit)` calls (see the module's doc): each
+    /// computed alone, the answers joined by group and time (InfluxDB answers a row where any
+    /// of them has a value).
+    pub(super) fn integral(&self, calls: &[Integral]) -> Result<String, PlanError> {
         if self.stmt.order == Some(SortOrder::Descending) {
             return Err(PlanError::Unsupported(
                 "integral() with ORDER BY time DESC is not supported by sluice yet".into(),
             ));
         }
-        let Expr::VarRef { name, data_type } = call.field else {
-            unreachable!("integral_call checked");
-        };
-        let (x, ty) = match self.scope.resolve(name, *data_type) {
-            Operand::Field(
-                sql,
-                ty @ (FieldType::Float | FieldType::Integer | FieldType::UInteger),
-            ) => (sql, ty),
-            Operand::Field(_, ty) => {
-                return Err(PlanError::Invalid(format!(
-                    "integral() of a {} field is not defined: it needs numbers",
-                    ty.name()
-                )))
-            }
-            _ => {
-                return Err(PlanError::Invalid(format!(
-                    "expected field argument in integral(), {name} is not a field"
-                )))
-            }
-        };
+        let fields = calls
+            .iter()
+            .map(|c| self.integral_field(c))
+            .collect::<Result<Vec<_>, _>>()?;
         let bucketing = self.bucketing()?;
-        let present = [format!("{x} IS NOT NULL")];
         // Each point with its group and its series' place in [`ORDER`]: numbers from the
         // series table on a pod (the texts of the tags per point took more memory than a query
         // gets over 3.6 M points); in a share the group's text, as the gathering pod merges
@@ -140,29 +141,110 @@ impl Query<'_> {
             self.grouping.sql(),
             self.series_sql()
         );
-        let points = match self.mode {
+        let (with, shares) = match self.mode {
             Mode::Partial | Mode::Shape => {
+                let values: Vec<String> = fields
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (x, _))| format!("toFloat64({x}) AS {}", value_of(i)))
+                    .collect();
+                let present: Vec<String> = fields
+                    .iter()
+                    .map(|(x, _)| format!("{x} IS NOT NULL"))
+                    .collect();
                 return Ok(format!(
-                    "SELECT toLowCardinality({}) AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {ORDER} AS {KEY}, toFloat64({x}) AS {VALUE} {}",
+                    "SELECT toLowCardinality({}) AS {TAGS}, toUnixTimestamp64Nano(m.time) AS {TIME}, {ORDER} AS {KEY}, {} {}",
                     self.grouping.sql(),
-                    self.tables_and_filter(true, &present)
-                ))
+                    values.join(", "),
+                    self.tables_and_filter(true, &[format!("({})", present.join(" OR "))])
+                ));
             }
-            Mode::Final(source) => {
-                format!("SELECT {TAGS} AS g, {TIME}, {KEY} AS r, {VALUE} FROM {source}")
-            }
-            Mode::Whole => {
-                let lookup = |i: usize| {
-                    format!("transform(m.series_id, {NUMBERS}.1, {NUMBERS}.{i}, toUInt32(0))")
-                };
-                format!(
-                    "WITH (SELECT (groupArray(series_id), groupArray({GROUP}), groupArray({RANK})) FROM ({numbered})) AS {NUMBERS} SELECT {} AS g, toUnixTimestamp64Nano(m.time) AS {TIME}, {} AS r, toFloat64({x}) AS {VALUE} {}",
-                    lookup(2),
-                    lookup(3),
-                    self.tables_and_filter(self.filter.rows_use_tags, &present)
-                )
+            // The pods' shares, fetched once for every integral.
+            Mode::Final(source) if calls.len() > 1 => (
+                format!("WITH {SHARES} AS MATERIALIZED (SELECT * FROM {source}) "),
+                SHARES.to_string(),
+            ),
+            Mode::Final(source) => (String::new(), source.to_string()),
+            Mode::Whole => (String::new(), String::new()),
+        };
+        let mut answers = Vec::new();
+        for (i, (call, (x, ty))) in calls.iter().zip(&fields).enumerate() {
+            let points = match self.mode {
+                Mode::Whole => {
+                    let lookup = |k: usize| {
+                        format!("transform(m.series_id, {NUMBERS}.1, {NUMBERS}.{k}, toUInt32(0))")
+                    };
+                    format!(
+                        "WITH (SELECT (groupArray(series_id), groupArray({GROUP}), groupArray({RANK})) FROM ({numbered})) AS {NUMBERS} SELECT {} AS g, toUnixTimestamp64Nano(m.time) AS {TIME}, {} AS r, toFloat64({x}) AS {VALUE} {}",
+                        lookup(2),
+                        lookup(3),
+                        self.tables_and_filter(
+                            self.filter.rows_use_tags,
+                            &[format!("{x} IS NOT NULL")]
+                        )
+                    )
+                }
+                _ => format!(
+                    "SELECT {TAGS} AS g, {TIME}, {KEY} AS r, {v} AS {VALUE} FROM {shares} WHERE {v} IS NOT NULL",
+                    v = value_of(i)
+                ),
+            };
+            let per_group = self.per_group(&points, call.unit, *ty, bucketing.as_ref(), i)?;
+            answers.push(self.tagged(&per_group, &numbered, i));
+        }
+        let joined = match answers.as_slice() {
+            [one] => one.clone(),
+            _ => {
+                let cols: Vec<String> = (0..answers.len()).map(value_col).collect();
+                let mut from = String::new();
+                for (i, a) in answers.iter().enumerate() {
+                    if i == 0 {
+                        from.push_str(&format!("({a}) AS __sl_j0"));
+                    } else {
+                        from.push_str(&format!(
+                            " FULL OUTER JOIN ({a}) AS __sl_j{i} USING ({TAGS}, {TIME})"
+                        ));
+                    }
+                }
+                format!("SELECT {TAGS}, {TIME}, {} FROM {from}", cols.join(", "))
             }
         };
+        Ok(format!(
+            "{with}SELECT * FROM ({joined}) ORDER BY {TAGS}, {TIME}{}",
+            self.limit_by()
+        ))
+    }
+
+    /// The SQL and type of an integral's field.
+    fn integral_field(&self, call: &Integral) -> Result<(String, FieldType), PlanError> {
+        let Expr::VarRef { name, data_type } = call.field else {
+            unreachable!("integral_of checked");
+        };
+        match self.scope.resolve(name, *data_type) {
+            Operand::Field(
+                sql,
+                ty @ (FieldType::Float | FieldType::Integer | FieldType::UInteger),
+            ) => Ok((sql, ty)),
+            Operand::Field(_, ty) => Err(PlanError::Invalid(format!(
+                "integral() of a {} field is not defined: it needs numbers",
+                ty.name()
+            ))),
+            _ => Err(PlanError::Invalid(format!(
+                "expected field argument in integral(), {name} is not a field"
+            ))),
+        }
+    }
+
+    /// One integral per group (and bucket) from its `points` (`g`, time, `r`, value), as
+    /// column `i`.
+    fn per_group(
+        &self,
+        points: &str,
+        u: i64,
+        ty: FieldType,
+        bucketing: Option<&super::buckets::Bucketing>,
+        i: usize,
+    ) -> Result<String, PlanError> {
         // Per point the previous one of its group (none for the first): points at one time in
         // [`ORDER`], so that a segment ends at the first of them and the next starts
         // from the last (a segment between two points at one time has no area). Only the two
@@ -172,18 +254,16 @@ impl Query<'_> {
         let points = format!(
             "SELECT g, {TIME} AS b, {VALUE} AS vf, lagInFrame(toNullable({TIME})) OVER ({w}) AS a, lagInFrame({VALUE}) OVER ({w}) AS pv FROM ({points})"
         );
-        let u = call.unit;
-        let c = value_col(0);
+        let c = value_col(i);
         let Some(buckets) = bucketing else {
             // InfluxDB's float reducer answers at time 0, its integer one at the range's start.
             let time = match ty {
                 FieldType::Float => 0,
                 _ => self.filter.range.min.unwrap_or(0),
             };
-            let per_group = format!(
+            return Ok(format!(
                 "SELECT g, toInt64({time}) AS {TIME}, toNullable(sum(if(a IS NULL, 0, 0.5 * (vf + pv) * ((b - assumeNotNull(a)) / {u})))) AS {c} FROM ({points}) GROUP BY g"
-            );
-            return Ok(self.tagged(&per_group, &numbered));
+            ));
         };
         let every = buckets.every;
         let (wa, wb) = (buckets.start_sql("a0"), buckets.start_sql("b"));
@@ -207,49 +287,57 @@ impl Query<'_> {
         let per_bucket = format!(
             "SELECT g, bucket, sum(area) AS s, max(pt) AS last_pt, max(bucket) OVER (PARTITION BY g) AS last_bucket FROM ({shares}) GROUP BY g, bucket"
         );
-        let per_group = format!(
+        Ok(format!(
             "SELECT g, bucket AS {TIME}, toNullable(s) AS {c} FROM ({per_bucket}) WHERE NOT (bucket = last_bucket AND last_pt = bucket)"
-        );
-        Ok(self.tagged(&per_group, &numbered))
+        ))
     }
 
-    /// The answer from `per_group` (`g`, time, value): on a pod its groups' numbers joined to
-    /// their tags (`numbered`), on the gathering pod `g` is the tags already.
-    fn tagged(&self, per_group: &str, numbered: &str) -> String {
-        let c = value_col(0);
-        let rows = match self.mode {
+    /// The answer from `per_group` (`g`, time, column `i`): on a pod its groups' numbers
+    /// joined to their tags (`numbered`), on the gathering pod `g` is the tags already.
+    fn tagged(&self, per_group: &str, numbered: &str, i: usize) -> String {
+        let c = value_col(i);
+        match self.mode {
             Mode::Final(_) => format!("SELECT g AS {TAGS}, {TIME}, {c} FROM ({per_group})"),
             _ => format!(
                 "SELECT {} AS {TAGS}, p.{TIME} AS {TIME}, p.{c} AS {c} FROM ({per_group}) AS p INNER JOIN (SELECT {GROUP}, any(tags) AS tags FROM ({numbered}) GROUP BY {GROUP}) AS s ON p.g = s.{GROUP}",
                 self.grouping.sql()
             ),
-        };
-        format!(
-            "SELECT * FROM ({rows}) ORDER BY {TAGS}, {TIME}{}",
-            self.limit_by()
-        )
+        }
     }
+}
+
+/// A share's column of integral `i`'s values.
+fn value_of(i: usize) -> String {
+    format!("{VALUE}{i}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn call(q: &str) -> Result<Option<(String, i64)>, PlanError> {
+    fn calls(q: &str) -> Result<Option<Vec<(String, i64)>>, PlanError> {
         let stmt = crate::query::plan::select_of(q);
         let exprs: Vec<&Expr> = stmt.fields.iter().map(|f| &f.expr).collect();
-        Ok(integral_call(&exprs)?.map(|c| (c.field.to_string(), c.unit)))
+        Ok(integral_calls(&exprs)?
+            .map(|cs| cs.iter().map(|c| (c.field.to_string(), c.unit)).collect()))
+    }
+
+    fn call(q: &str) -> Result<Option<(String, i64)>, PlanError> {
+        Ok(calls(q)?.map(|mut cs| cs.remove(0)))
     }
 
     #[test]
-    fn a_lone_call_gives_its_field_and_unit() {
+    fn integral_calls_give_their_fields_and_units() {
         assert_eq!(
             call("SELECT integral(v) FROM m").unwrap(),
             Some(("v".into(), 1_000_000_000))
         );
         assert_eq!(
-            call("SELECT integral(v, 1m) FROM m").unwrap(),
-            Some(("v".into(), 60_000_000_000))
+            calls("SELECT integral(v, 1m), integral(w) FROM m").unwrap(),
+            Some(vec![
+                ("v".into(), 60_000_000_000),
+                ("w".into(), 1_000_000_000)
+            ])
         );
         assert_eq!(call("SELECT mean(v) FROM m").unwrap(), None);
     }

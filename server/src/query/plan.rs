@@ -160,7 +160,7 @@ pub fn plan(
     for e in &exprs {
         super::math::check_calls(e)?;
     }
-    let integral = super::integral::integral_call(&exprs)?;
+    let integral = super::integral::integral_calls(&exprs)?;
     if !exprs.iter().any(|e| reads_a_field(e, &scope)) {
         return Ok(None);
     }

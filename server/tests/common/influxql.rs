@@ -224,6 +224,10 @@ pub fn queries() -> Vec<String> {
         format!("SELECT integral(\"value\", 'x') FROM \"cpu\" WHERE {range}"),
         format!("SELECT integral() FROM \"cpu\" WHERE {range}"),
         format!("SELECT integral(mean(\"value\")) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        // Several integrals: a row wherever one of them has a value (a float's at time 0, an
+        // integer's at the range's start).
+        format!("SELECT integral(*) FROM \"mem\" WHERE {range}"),
+        format!("SELECT integral(\"value\"), integral(\"n\", 1m) AS \"in\" FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(2m)"),
         // Subqueries: the inner statement's answer as the outer's measurement, with the
         // outer's time range, tags and interval given to the inner.
         format!("SELECT sum(\"max\") FROM (SELECT max(\"value\") FROM \"cpu\" WHERE {range} GROUP BY \"host\")"),
@@ -336,7 +340,8 @@ pub fn get(base: &dyn Fn(&str) -> Resp, q: &str) -> (u16, Value) {
 
 /// Queries whose answers InfluxDB 1.8 shapes differently, with what [`regrouped`] undoes.
 /// `integral()` of several groups: InfluxDB answers its groups out of tag order, and a group's
-/// last bucket as a series of its own after the others; the values must still be equal.
+/// last bucket as a series of its own after the others (with several integrals, a row for
+/// each); the values must still be equal.
 pub fn regrouped_queries() -> Vec<String> {
     let range = format!("time >= {} and time <= {}", ms(T0), ms(T0 + 599));
     vec![
@@ -344,11 +349,25 @@ pub fn regrouped_queries() -> Vec<String> {
         format!("SELECT integral(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m), \"host\""),
         format!("SELECT integral(\"used\") AS \"area\" FROM \"disk\" WHERE {range} GROUP BY time(2m), * fill(previous)"),
         format!("SELECT integral(\"value\") FROM \"cpu\" WHERE \"value\" > 50 AND {range} GROUP BY \"dc\""),
+        format!("SELECT integral(*) FROM \"disk\" WHERE {range} GROUP BY time(3m), \"host\""),
     ]
 }
 
+/// Whether no column after the time has a value in both rows.
+fn complementary(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_array(), b.as_array()) else {
+        return false;
+    };
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .skip(1)
+            .all(|(x, y)| x.is_null() || y.is_null())
+}
+
 /// An answer with each statement's series of equal name and tags made one (their values in
-/// time order) and the series in name and tag order.
+/// time order, rows of one time that split its columns made one) and the series in name and
+/// tag order.
 pub fn regrouped(answer: &Value) -> Value {
     let mut answer = answer.clone();
     let Some(results) = answer.get_mut("results").and_then(Value::as_array_mut) else {
@@ -374,6 +393,22 @@ pub fn regrouped(answer: &Value) -> Value {
         for m in &mut merged {
             if let Some(values) = m["values"].as_array_mut() {
                 values.sort_by_key(|row| row[0].as_i64());
+                // Rows of one time that split one row's columns between them (each integral's
+                // last bucket comes on its own) are one row.
+                let mut rows: Vec<Value> = Vec::new();
+                for row in values.drain(..) {
+                    match rows.last_mut() {
+                        Some(last) if last[0] == row[0] && complementary(last, &row) => {
+                            for (i, v) in row.as_array().into_iter().flatten().enumerate() {
+                                if !v.is_null() {
+                                    last[i] = v.clone();
+                                }
+                            }
+                        }
+                        _ => rows.push(row),
+                    }
+                }
+                *values = rows;
             }
         }
         merged.sort_by_key(|m| (m["name"].to_string(), m["tags"].to_string()));
