@@ -311,17 +311,10 @@ impl Query<'_> {
             Expr::Binary { lhs, op, rhs } => {
                 let a = self.agg_expr(lhs, states, leaf)?;
                 let b = self.agg_expr(rhs, states, leaf)?;
-                let op = match op {
-                    sluice_influxql::BinaryOp::Add => "+",
-                    sluice_influxql::BinaryOp::Sub => "-",
-                    sluice_influxql::BinaryOp::Mul => "*",
-                    sluice_influxql::BinaryOp::Div => "/",
-                    sluice_influxql::BinaryOp::Mod => "%",
-                    other => {
-                        return Err(PlanError::Invalid(format!(
-                            "invalid operator {other:?} in a select field"
-                        )))
-                    }
+                let Some(op) = math::arithmetic(*op) else {
+                    return Err(PlanError::Invalid(format!(
+                        "invalid operator {op:?} in a select field"
+                    )));
                 };
                 Ok(format!("({a} {op} {b})"))
             }

@@ -71,16 +71,26 @@ pub fn check_calls(e: &Expr) -> Result<(), PlanError> {
     Ok(())
 }
 
-/// A math call around a transform (`abs(derivative(mean(v)))`): its name and its arguments,
-/// `None` where the transform's value goes, the others constants as SQL.
+/// What stands around a transform (`abs(derivative(mean(v)))`, `derivative(mean(v)) * 8`),
+/// applied to each of its values.
 #[derive(Debug, Clone)]
-pub struct Wrap {
-    name: String,
-    args: Vec<Option<String>>,
+pub enum Wrap {
+    /// A math call: its name and its arguments, `None` where the transform's value goes, the
+    /// others constants as SQL.
+    Call {
+        name: String,
+        args: Vec<Option<String>>,
+    },
+    /// Arithmetic with a constant (SQL), the transform's value on the left or the right.
+    Arithmetic {
+        op: &'static str,
+        constant: String,
+        value_left: bool,
+    },
 }
 
-/// The math calls around a transform, outermost first, and the transform's call; `None`
-/// unless `e` is such a chain (each call's other arguments constants).
+/// The math calls and arithmetic with constants around a transform, outermost first, and the
+/// transform's call; `None` unless `e` is such a chain.
 pub fn around_transform(e: &Expr) -> Result<Option<(Vec<Wrap>, &Expr)>, PlanError> {
     let mut wraps = Vec::new();
     let mut at = e;
@@ -103,9 +113,25 @@ pub fn around_transform(e: &Expr) -> Result<Option<(Vec<Wrap>, &Expr)>, PlanErro
                 let Some(inner) = inner else {
                     return Ok(None);
                 };
-                wraps.push(Wrap {
+                wraps.push(Wrap::Call {
                     name: name.clone(),
                     args: sql_args,
+                });
+                at = inner;
+            }
+            Expr::Binary { lhs, op, rhs } => {
+                let Some(op) = arithmetic(*op) else {
+                    return Ok(None);
+                };
+                let (inner, constant, value_left) = match (&**lhs, &**rhs) {
+                    (x, Expr::Literal(l)) if !matches!(x, Expr::Literal(_)) => (x, l, true),
+                    (Expr::Literal(l), x) if !matches!(x, Expr::Literal(_)) => (x, l, false),
+                    _ => return Ok(None),
+                };
+                wraps.push(Wrap::Arithmetic {
+                    op,
+                    constant: super::cond::literal_sql(constant)?,
+                    value_left,
                 });
                 at = inner;
             }
@@ -120,16 +146,42 @@ pub fn around_transform(e: &Expr) -> Result<Option<(Vec<Wrap>, &Expr)>, PlanErro
     }
 }
 
+/// The SQL of an arithmetic operator of a select field.
+pub fn arithmetic(op: sluice_influxql::BinaryOp) -> Option<&'static str> {
+    use sluice_influxql::BinaryOp;
+    Some(match op {
+        BinaryOp::Add => "+",
+        BinaryOp::Sub => "-",
+        BinaryOp::Mul => "*",
+        BinaryOp::Div => "/",
+        BinaryOp::Mod => "%",
+        _ => return None,
+    })
+}
+
 /// `wraps` applied to `inner` (SQL), innermost first.
 pub fn apply(wraps: &[Wrap], inner: String) -> Result<String, PlanError> {
     let mut x = inner;
     for w in wraps.iter().rev() {
-        let args: Vec<String> = w
-            .args
-            .iter()
-            .map(|a| a.clone().unwrap_or_else(|| x.clone()))
-            .collect();
-        x = sql(&w.name, &args)?;
+        x = match w {
+            Wrap::Call { name, args } => {
+                let args: Vec<String> = args
+                    .iter()
+                    .map(|a| a.clone().unwrap_or_else(|| x.clone()))
+                    .collect();
+                sql(name, &args)?
+            }
+            Wrap::Arithmetic {
+                op,
+                constant,
+                value_left: true,
+            } => format!("({x} {op} {constant})"),
+            Wrap::Arithmetic {
+                op,
+                constant,
+                value_left: false,
+            } => format!("({constant} {op} {x})"),
+        };
     }
     Ok(x)
 }

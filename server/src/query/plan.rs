@@ -654,12 +654,19 @@ mod tests {
         assert!(err("SELECT percentile(value, 5), host FROM cpu").contains("with other fields"));
         assert!(err("SELECT abs(value, 2) FROM cpu").contains("expected 1, got 2"));
         assert!(err("SELECT abs(1) FROM cpu").contains("at least one variable"));
-        assert!(err("SELECT abs(derivative(value)) * 2 FROM cpu")
+        assert!(err("SELECT abs(derivative(value) - value) FROM cpu")
             .contains("abs() of derivative() is not supported"));
         assert!(
-            err("SELECT derivative(mean(value)) * 2 FROM cpu GROUP BY time(1m)")
+            err("SELECT derivative(mean(value)) - mean(value) FROM cpu GROUP BY time(1m)")
                 .contains("derivative() inside arithmetic is not supported")
         );
+        // With constants around it, a transform's values are computed on.
+        for q in [
+            "SELECT abs(derivative(value)) * 2 FROM cpu",
+            "SELECT 8 * non_negative_derivative(mean(value), 1s) FROM cpu GROUP BY time(1m)",
+        ] {
+            assert!(plan_of(q).unwrap().is_some(), "{q}");
+        }
         assert!(err("SELECT derivative(value) FROM cpu GROUP BY time(1m)")
             .contains("aggregate function required inside the call to derivative"));
         assert!(err("SELECT derivative(mean(value)) FROM cpu").contains("GROUP BY interval"));

@@ -176,6 +176,10 @@ pub fn queries() -> Vec<String> {
         format!("SELECT abs(*) FROM \"mem\" WHERE {range} LIMIT 3"),
         format!("SELECT abs(derivative(mean(\"value\"))), pow(moving_average(max(\"n\"), 2), 2) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
         format!("SELECT round(difference(\"n\")), sqrt(abs(derivative(\"value\", 1s))) FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 5"),
+        // Arithmetic with constants around a transform (bytes to bits: `* 8`).
+        format!("SELECT non_negative_derivative(mean(\"n\"), 1s) * 8 FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\""),
+        format!("SELECT 100 - derivative(\"value\") AS \"d\", difference(\"n\") / 2 FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 6"),
+        format!("SELECT abs(difference(max(\"value\")) / 4 - 1), (cumulative_sum(count(\"n\")) + 1) % 7 FROM \"cpu\" WHERE {wide} GROUP BY time(1m) fill(0)"),
         "SELECT abs(1) FROM \"cpu\"".into(),
         "SELECT pow(\"value\") FROM \"cpu\"".into(),
         // Fill applies to each call before the arithmetic or math over it, as in InfluxDB:
