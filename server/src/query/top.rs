@@ -382,8 +382,16 @@ impl Query<'_> {
             ),
             None => (String::new(), String::new()),
         };
+        // One point by its key alone: the least key, a plain `min` (each series' best point
+        // of an hour, 3.6 M points: 48.7 against 52.2 ms in the engine, and 55.7-56.9 against
+        // 60.5-61.1 ms on a busier afternoon).
+        let best = if keep == 1 && carried.len() == 1 {
+            format!("[min({point})]")
+        } else {
+            format!("groupArraySorted({keep})({point})")
+        };
         let per_series = format!(
-            "SELECT m.series_id AS {SID}{bucket}, groupArraySorted({keep})({point}) AS pts {} GROUP BY {SID}{group}",
+            "SELECT m.series_id AS {SID}{bucket}, {best} AS pts {} GROUP BY {SID}{group}",
             // A condition on tags and fields at once needs each row's tags.
             self.tables_and_filter(self.filter.rows_use_tags, &present)
         );
