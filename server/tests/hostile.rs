@@ -12,6 +12,13 @@ use common::Server;
 
 const MIB: u64 = 1 << 20;
 
+fn urlencode(q: &str) -> String {
+    serde_urlencoded::to_string([("q", q)])
+        .expect("encode")
+        .trim_start_matches("q=")
+        .to_string()
+}
+
 fn gzip(data: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
     enc.write_all(data).expect("gzip");
@@ -295,6 +302,40 @@ fn queries_are_bounded_and_refused_when_they_reach_outside() {
         assert_eq!(r.status, 403, "{q}: {}", &r.body[..r.body.len().min(300)]);
         assert!(r.body.contains("query refused"), "{q}: {}", r.body);
     }
+    // Subqueries nested past the limit are refused before they run: a chain of raw selects
+    // costs the engine twice as much per level (ten levels used a query's whole timeout).
+    let nested = |levels: usize| {
+        let mut q = "SELECT v AS x FROM canary".to_string();
+        for _ in 0..levels {
+            q = format!("SELECT x FROM ({q})");
+        }
+        s.request(
+            "GET",
+            &format!("/query?db=canary&q={}", urlencode(&q)),
+            &[],
+            b"",
+        )
+    };
+    let r = nested(3);
+    assert!(
+        r.status == 200 && r.body.contains("\"values\""),
+        "{}",
+        r.body
+    );
+    let started = Instant::now();
+    let r = nested(10);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body.contains("subqueries nested more than 3 deep"),
+        "{}",
+        r.body
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+
     let r = post("SELECT 1 FROM");
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("Syntax error"), "{}", r.body);

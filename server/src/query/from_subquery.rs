@@ -98,6 +98,12 @@ pub(super) fn select(
     epoch: Option<i64>,
     out: &mut Vec<Vec<u8>>,
 ) -> Result<(), String> {
+    if subquery::depth(inner) > subquery::MAX_DEPTH {
+        return Err(unsupported(&format!(
+            "subqueries nested more than {} deep",
+            subquery::MAX_DEPTH
+        )));
+    }
     let Some(answer) = around(ctx, outer, inner, id)? else {
         return Ok(());
     };
