@@ -7,25 +7,16 @@ use sluice_core::FieldType;
 use sluice_influxql::{SelectStatement, Source as FromSource};
 
 use super::fetch::fetch_with;
-use super::select::{final_source, gathered, needs_tag_keys, plan_here, tag_keys, One, Statement};
-use super::{database, plan, policy, shape, sources_of, subquery, Ctx, Fields, PlanError};
+use super::select::{final_source, gathered, plan_here, resolve, Resolved, Statement};
+use super::{plan, shape, subquery, Ctx, Fields, PlanError};
 use crate::engine::Readers;
-
-/// The measurement the innermost statement reads, resolved.
-struct Measurement {
-    db: String,
-    rp: String,
-    name: String,
-    fields: Fields,
-    tag_keys: Vec<String>,
-}
 
 /// A statement's answer, planned: over a measurement, or over the answer of the statement
 /// inside it.
 enum Answer {
     Measurement {
         statement: Box<SelectStatement>,
-        src: Measurement,
+        src: Resolved,
         plan: plan::Plan,
     },
     Subquery {
@@ -54,7 +45,7 @@ impl Answer {
         }
     }
 
-    fn innermost(&self) -> (&SelectStatement, &Measurement, &plan::Plan) {
+    fn innermost(&self) -> (&SelectStatement, &Resolved, &plan::Plan) {
         match self {
             Answer::Measurement {
                 statement,
@@ -76,17 +67,6 @@ impl Answer {
 
 fn unsupported(what: &str) -> String {
     PlanError::Unsupported(format!("{what} is not supported by sluice yet")).to_string()
-}
-
-fn one(m: &Measurement, statement: usize) -> One<'_> {
-    One {
-        db: &m.db,
-        rp: &m.rp,
-        measurement: &m.name,
-        fields: &m.fields,
-        tag_keys: &m.tag_keys,
-        statement,
-    }
 }
 
 /// The outer statement's series from `FROM (inner)`, appended to `out`.
@@ -125,7 +105,7 @@ pub(super) fn select(
             let q = statement.to_string();
             let text = Statement { q: &q, index: 0 };
             let finish = |sql: &str| Some(answer.sql(sql));
-            let one = one(src, id);
+            let one = src.one(id);
             let Some(rows) = gathered(ctx, g, statement, &one, &text, one_thread, &finish)? else {
                 return Ok(());
             };
@@ -201,32 +181,15 @@ fn over_measurement(
     let [FromSource::Measurement(m)] = statement.sources.as_slice() else {
         return Err(unsupported("a subquery over several measurements"));
     };
-    let db = database(ctx, m.database.as_deref())?;
-    let rp = policy(ctx, &db, m.retention_policy.as_deref(), ctx.req.rp)?;
-    let mut found = sources_of(ctx, &db, Some(&rp), std::slice::from_ref(m))?;
+    let mut found = resolve(ctx, &statement, m)?;
     if found.len() > 1 {
         return Err(unsupported("a subquery over several measurements"));
     }
-    let Some((name, fields)) = found.pop() else {
+    let Some(src) = found.pop() else {
         return Ok(None);
     };
-    if let Some(conflict) = ctx.view.conflict(&db, &rp, &name) {
-        return Err(conflict);
-    }
-    let tag_keys = if needs_tag_keys(&statement) {
-        tag_keys(ctx, &db, &name)?
-    } else {
-        vec![]
-    };
-    let src = Measurement {
-        db,
-        rp,
-        name,
-        fields,
-        tag_keys,
-    };
     let planned = {
-        let one = one(&src, id);
+        let one = src.one(id);
         match &ctx.gather {
             None => plan_here(ctx, &statement, &one)?,
             Some(_) => plan::plan(

@@ -2,7 +2,7 @@
 //! tenant ([`super::partial`], [`super::gather`]).
 
 use serde_json::Value;
-use sluice_influxql::{SelectStatement, Source as FromSource};
+use sluice_influxql::{Measurement, SelectStatement, Source as FromSource};
 
 use super::answer::Outcome;
 use super::fetch::{fetch_as, fetch_with};
@@ -25,32 +25,15 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outc
                 continue;
             }
         };
-        let db = database(ctx, m.database.as_deref())?;
-        let rp = policy(ctx, &db, m.retention_policy.as_deref(), ctx.req.rp)?;
-        for (measurement, fields) in sources_of(ctx, &db, Some(&rp), std::slice::from_ref(m))? {
-            if let Some(conflict) = ctx.view.conflict(&db, &rp, &measurement) {
-                return Err(conflict);
-            }
-            let tag_keys = if needs_tag_keys(sel) {
-                tag_keys(ctx, &db, &measurement)?
-            } else {
-                vec![]
-            };
-            let one = One {
-                db: &db,
-                rp: &rp,
-                measurement: &measurement,
-                fields: &fields,
-                tag_keys: &tag_keys,
-                statement: id,
-            };
+        for found in resolve(ctx, sel, m)? {
+            let one = found.one(id);
             let Some((p, rows)) = (match &ctx.gather {
                 None => select_here(ctx, sel, &one)?,
                 Some(g) => select_gathered(ctx, g, sel, &one)?,
             }) else {
                 continue;
             };
-            shape::series(&measurement, &p.columns, p.tagged, rows, epoch, &mut series)?;
+            shape::series(&found.name, &p.columns, p.tagged, rows, epoch, &mut series)?;
         }
     }
     shape::limit_series(&mut series, sel.slimit, sel.soffset);
@@ -59,6 +42,59 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outc
         series,
         messages: None,
     })
+}
+
+/// A measurement a `SELECT` reads, resolved: its database, policy, fields and (when the
+/// statement needs them for `*`) tag keys.
+pub(super) struct Resolved {
+    pub(super) db: String,
+    pub(super) rp: String,
+    pub(super) name: String,
+    pub(super) fields: Fields,
+    pub(super) tag_keys: Vec<String>,
+}
+
+impl Resolved {
+    pub(super) fn one(&self, statement: usize) -> One<'_> {
+        One {
+            db: &self.db,
+            rp: &self.rp,
+            measurement: &self.name,
+            fields: &self.fields,
+            tag_keys: &self.tag_keys,
+            statement,
+        }
+    }
+}
+
+/// The measurements `m` names for `sel` (a name, or every one a regex matches); an error when
+/// one has conflicting field types across the tenant.
+pub(super) fn resolve(
+    ctx: &Ctx,
+    sel: &SelectStatement,
+    m: &Measurement,
+) -> Result<Vec<Resolved>, String> {
+    let db = database(ctx, m.database.as_deref())?;
+    let rp = policy(ctx, &db, m.retention_policy.as_deref(), ctx.req.rp)?;
+    let mut out = Vec::new();
+    for (name, fields) in sources_of(ctx, &db, Some(&rp), std::slice::from_ref(m))? {
+        if let Some(conflict) = ctx.view.conflict(&db, &rp, &name) {
+            return Err(conflict);
+        }
+        let tag_keys = if needs_tag_keys(sel) {
+            tag_keys(ctx, &db, &name)?
+        } else {
+            vec![]
+        };
+        out.push(Resolved {
+            db: db.clone(),
+            rp: rp.clone(),
+            name,
+            fields,
+            tag_keys,
+        });
+    }
+    Ok(out)
 }
 
 /// One measurement a `SELECT` reads.
@@ -217,7 +253,7 @@ pub(super) fn gathered(
     Ok(Some(rows))
 }
 
-pub(super) fn needs_tag_keys(sel: &SelectStatement) -> bool {
+fn needs_tag_keys(sel: &SelectStatement) -> bool {
     let grouped = sel.group_by.iter().any(|d| {
         matches!(
             d,
@@ -235,7 +271,7 @@ pub(super) fn needs_tag_keys(sel: &SelectStatement) -> bool {
 }
 
 /// The tag keys of `measurement`'s series (in every pod when gathering), for `*`.
-pub(super) fn tag_keys(ctx: &Ctx, db: &str, measurement: &str) -> Result<Vec<String>, String> {
+fn tag_keys(ctx: &Ctx, db: &str, measurement: &str) -> Result<Vec<String>, String> {
     let filter = format!(
         "db = {} AND measurement = {}",
         sluice_core::names::quote_str(db),
