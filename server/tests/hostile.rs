@@ -336,6 +336,39 @@ fn queries_are_bounded_and_refused_when_they_reach_outside() {
         started.elapsed()
     );
 
+    // holt_winters() fits its model in the server: a series spanning more intervals than
+    // the model may hold is refused before anything is held, and a fit longer than the
+    // query's timeout stops there (its million-interval series would take minutes).
+    assert_eq!(
+        s.write(
+            "db=hw&precision=s",
+            "hw v=1 0\nhw v=2 999999\nhw v=3 999998"
+        )
+        .status,
+        204
+    );
+    s.wait_sql("SELECT count() FROM hw_autogen_hw", "3");
+    let influxql =
+        |q: &str| s.request("GET", &format!("/query?db=hw&q={}", urlencode(q)), &[], b"");
+    let started = Instant::now();
+    let r = influxql("SELECT holt_winters(max(v), 5, 0) FROM hw GROUP BY time(1ms)");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("more than 1000000"), "{}", r.body);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let started = Instant::now();
+    let r = influxql("SELECT holt_winters(max(v), 5, 0) FROM hw WHERE time >= 0s AND time < 1000000s GROUP BY time(1s)");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("query.timeout (2s)"), "{}", r.body);
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+
     let r = post("SELECT 1 FROM");
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("Syntax error"), "{}", r.body);

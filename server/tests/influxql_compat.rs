@@ -1,7 +1,8 @@
 //! InfluxQL against a real InfluxDB 1.8: the same points written to `influxd` and to sluice,
 //! then the same `/query` requests (the shapes Grafana's InfluxDB data source sends: its query
 //! builder's defaults and options, its template-variable and health-check queries) sent to
-//! both; the JSON answers must be equal (numbers within 1e-9 relative).
+//! both; the JSON answers must be equal (numbers within 1e-9 relative; `holt_winters()` of means
+//! within 1e-6, see `fitted_queries`).
 //!
 //! `QUERIES` lists what is compared; a query whose answer differs fails the test with both
 //! answers printed.
@@ -9,7 +10,9 @@
 mod common;
 
 use common::influxd::Influxd;
-use common::influxql::{get, points, queries, regrouped, regrouped_queries, same};
+use common::influxql::{
+    fitted_queries, get, points, queries, regrouped, regrouped_queries, same_within, FITTED,
+};
 use common::Server;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -44,8 +47,8 @@ fn influxql_answers_match_influxdb_1_8() {
     let sluice_get = |p: &str| sluice.request("GET", p, &[], b"");
     let mut failures = Vec::new();
     let mut same_count = 0;
-    let mut compare = |q: &str, want: (u16, Value), got: (u16, Value)| {
-        if want.0 == got.0 && same(&want.1, &got.1) {
+    let mut compare_within = |q: &str, want: (u16, Value), got: (u16, Value), tolerance: f64| {
+        if want.0 == got.0 && same_within(&want.1, &got.1, tolerance) {
             same_count += 1;
             println!("same       {q}");
         } else {
@@ -57,13 +60,16 @@ fn influxql_answers_match_influxdb_1_8() {
         }
     };
     for q in queries() {
-        compare(&q, get(&influx_get, &q), get(&sluice_get, &q));
+        compare_within(&q, get(&influx_get, &q), get(&sluice_get, &q), 1e-9);
+    }
+    for q in fitted_queries() {
+        compare_within(&q, get(&influx_get, &q), get(&sluice_get, &q), FITTED);
     }
     // Deliberate differences in shape only (see `regrouped_queries`): InfluxDB's answer
     // regrouped, sluice's as it is.
     for q in regrouped_queries() {
         let (status, answer) = get(&influx_get, &q);
-        compare(&q, (status, regrouped(&answer)), get(&sluice_get, &q));
+        compare_within(&q, (status, regrouped(&answer)), get(&sluice_get, &q), 1e-9);
     }
     // Parameters in a form body, as `curl --data-urlencode` sends them: InfluxDB reads each
     // with `FormValue`, a body's value over the query string's.
@@ -97,7 +103,12 @@ fn influxql_answers_match_influxdb_1_8() {
         };
         let want = parse(influxd.request("POST", path, &form, body.as_bytes()));
         let got = parse(sluice.request("POST", path, &form, body.as_bytes()));
-        compare(&format!("POST {path} with the form {body:?}"), want, got);
+        compare_within(
+            &format!("POST {path} with the form {body:?}"),
+            want,
+            got,
+            1e-9,
+        );
     }
     println!(
         "{same_count} of {} queries answered the same",

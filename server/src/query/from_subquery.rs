@@ -74,7 +74,6 @@ pub(super) fn select(
     ctx: &Ctx,
     outer: &SelectStatement,
     inner: &SelectStatement,
-    id: usize,
     epoch: Option<i64>,
     out: &mut Vec<Vec<u8>>,
 ) -> Result<(), String> {
@@ -84,7 +83,7 @@ pub(super) fn select(
             subquery::MAX_DEPTH
         )));
     }
-    let Some(answer) = around(ctx, outer, inner, id)? else {
+    let Some(answer) = around(ctx, outer, inner)? else {
         return Ok(());
     };
     let (statement, src, base) = answer.innermost();
@@ -105,7 +104,7 @@ pub(super) fn select(
             let q = statement.to_string();
             let text = Statement { q: &q, index: 0 };
             let finish = |sql: &str| Some(answer.sql(sql));
-            let one = src.one(id);
+            let one = src.one();
             let Some(rows) = gathered(ctx, g, statement, &one, &text, one_thread, &finish)? else {
                 return Ok(());
             };
@@ -121,12 +120,11 @@ fn around(
     ctx: &Ctx,
     outer: &SelectStatement,
     inner: &SelectStatement,
-    id: usize,
 ) -> Result<Option<Answer>, String> {
     let inner = subquery::inner_statement(outer, inner).map_err(|e| e.to_string())?;
     let answer = match inner.sources.as_slice() {
-        [FromSource::Subquery(deeper)] => around(ctx, &inner, deeper, id)?,
-        [FromSource::Measurement(_)] => over_measurement(ctx, inner, id)?,
+        [FromSource::Subquery(deeper)] => around(ctx, &inner, deeper)?,
+        [FromSource::Measurement(_)] => over_measurement(ctx, inner)?,
         _ => return Err(unsupported("a subquery over several measurements")),
     };
     let Some(answer) = answer else {
@@ -173,11 +171,7 @@ fn around(
 }
 
 /// The innermost statement, over its one measurement (none when that does not exist).
-fn over_measurement(
-    ctx: &Ctx,
-    statement: SelectStatement,
-    id: usize,
-) -> Result<Option<Answer>, String> {
+fn over_measurement(ctx: &Ctx, statement: SelectStatement) -> Result<Option<Answer>, String> {
     let [FromSource::Measurement(m)] = statement.sources.as_slice() else {
         return Err(unsupported("a subquery over several measurements"));
     };
@@ -189,7 +183,7 @@ fn over_measurement(
         return Ok(None);
     };
     let planned = {
-        let one = src.one(id);
+        let one = src.one();
         match &ctx.gather {
             None => plan_here(ctx, &statement, &one)?,
             Some(_) => plan::plan(

@@ -92,6 +92,15 @@ pub enum Wrap {
 /// The math calls and arithmetic with constants around a transform, outermost first, and the
 /// transform's call; `None` unless `e` is such a chain.
 pub fn around_transform(e: &Expr) -> Result<Option<(Vec<Wrap>, &Expr)>, PlanError> {
+    around_call(e, &super::functions::is_transform)
+}
+
+/// The math calls and arithmetic with constants around a call whose name `inner` accepts,
+/// outermost first, and the call; `None` unless `e` is such a chain with at least one wrap.
+pub fn around_call<'e>(
+    e: &'e Expr,
+    inner: &dyn Fn(&str) -> bool,
+) -> Result<Option<(Vec<Wrap>, &'e Expr)>, PlanError> {
     let mut wraps = Vec::new();
     let mut at = e;
     loop {
@@ -136,9 +145,7 @@ pub fn around_transform(e: &Expr) -> Result<Option<(Vec<Wrap>, &Expr)>, PlanErro
                 at = inner;
             }
             Expr::Paren(inner) => at = inner,
-            Expr::Call { name, .. }
-                if super::functions::is_transform(name) && !wraps.is_empty() =>
-            {
+            Expr::Call { name, .. } if inner(name) && !wraps.is_empty() => {
                 return Ok(Some((wraps, at)))
             }
             _ => return Ok(None),

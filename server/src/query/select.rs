@@ -15,33 +15,63 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outc
     if sel.fields.is_empty() {
         return Err("at least 1 non-time field must be queried".into());
     }
+    if let Some(call) = super::holt_winters::call(sel).map_err(|e| e.to_string())? {
+        return super::holt_winters::select(ctx, sel, &call, id);
+    }
     let epoch = time::epoch_unit(ctx.req.epoch);
+    let text = Statement {
+        q: ctx.req.q,
+        index: id,
+    };
     let mut series = Vec::new();
     for source in &sel.sources {
         let m = match source {
             FromSource::Measurement(m) => m,
             FromSource::Subquery(inner) => {
-                super::from_subquery::select(ctx, sel, inner, id, epoch, &mut series)?;
+                super::from_subquery::select(ctx, sel, inner, epoch, &mut series)?;
                 continue;
             }
         };
-        for found in resolve(ctx, sel, m)? {
-            let one = found.one(id);
-            let Some((p, rows)) = (match &ctx.gather {
-                None => select_here(ctx, sel, &one)?,
-                Some(g) => select_gathered(ctx, g, sel, &one)?,
-            }) else {
-                continue;
-            };
-            shape::series(&found.name, &p.columns, p.tagged, rows, epoch, &mut series)?;
-        }
+        measurement_rows(ctx, sel, m, &text, &mut |name, p, rows| {
+            shape::series(name, &p.columns, p.tagged, rows, epoch, &mut series)
+        })?;
     }
+    Ok(outcome(sel, id, series))
+}
+
+/// Statement `id`'s answer: its `series`, within its `SLIMIT` and `SOFFSET`.
+pub(super) fn outcome(sel: &SelectStatement, id: usize, mut series: Vec<Vec<u8>>) -> Outcome {
     shape::limit_series(&mut series, sel.slimit, sel.soffset);
-    Ok(Outcome::Series {
+    Outcome::Series {
         id,
         series,
         messages: None,
-    })
+    }
+}
+
+/// What is done with the rows of one measurement: its name, its plan and its rows.
+pub(super) type EachRows<'a> = dyn FnMut(&str, &plan::Plan, shape::Rows) -> Result<(), String> + 'a;
+
+/// `sel` over each measurement `m` names, planned here or gathered from every pod (which read
+/// the statement from `text`), its rows handed to `each`.
+pub(super) fn measurement_rows(
+    ctx: &Ctx,
+    sel: &SelectStatement,
+    m: &Measurement,
+    text: &Statement,
+    each: &mut EachRows,
+) -> Result<(), String> {
+    for found in resolve(ctx, sel, m)? {
+        let one = found.one();
+        let Some((p, rows)) = (match &ctx.gather {
+            None => select_here(ctx, sel, &one)?,
+            Some(g) => select_gathered(ctx, g, sel, &one, text)?,
+        }) else {
+            continue;
+        };
+        each(&found.name, &p, rows)?;
+    }
+    Ok(())
 }
 
 /// A measurement a `SELECT` reads, resolved: its database, policy, fields and (when the
@@ -55,14 +85,13 @@ pub(super) struct Resolved {
 }
 
 impl Resolved {
-    pub(super) fn one(&self, statement: usize) -> One<'_> {
+    pub(super) fn one(&self) -> One<'_> {
         One {
             db: &self.db,
             rp: &self.rp,
             measurement: &self.name,
             fields: &self.fields,
             tag_keys: &self.tag_keys,
-            statement,
         }
     }
 }
@@ -104,7 +133,6 @@ pub(super) struct One<'a> {
     pub(super) measurement: &'a str,
     pub(super) fields: &'a Fields,
     pub(super) tag_keys: &'a [String],
-    pub(super) statement: usize,
 }
 
 type Planned = Option<(plan::Plan, shape::Rows)>;
@@ -157,6 +185,7 @@ fn select_gathered(
     g: &Gather,
     sel: &SelectStatement,
     one: &One,
+    text: &Statement,
 ) -> Result<Planned, String> {
     let src = final_source(one);
     let Some(p) =
@@ -164,11 +193,7 @@ fn select_gathered(
     else {
         return Ok(None);
     };
-    let text = Statement {
-        q: ctx.req.q,
-        index: one.statement,
-    };
-    let rows = gathered(ctx, g, sel, one, &text, p.one_thread, &|sql| {
+    let rows = gathered(ctx, g, sel, one, text, p.one_thread, &|sql| {
         Some(sql.into())
     })?;
     Ok(rows.map(|rows| (p, rows)))

@@ -14,6 +14,7 @@ use sluice_core::FieldType;
 use sluice_influxql::{Expr, Fill, Literal};
 
 use super::cond::{self, Operand};
+use super::math;
 use super::order_key::{self, Part};
 use super::plan::{has_call, value_col, Mode, Query, KEY, SID, TAGS, TIME};
 use super::PlanError;
@@ -38,6 +39,9 @@ pub(super) struct Ranked<'e> {
     /// is the greatest (least) point's, at its bucket's start under `GROUP BY time`, with the
     /// empty buckets filled.
     selector: bool,
+    /// Math and arithmetic with constants around the call (`top("v", 3) / 100`), applied to
+    /// the ranked values once they are ranked.
+    wraps: Vec<math::Wrap>,
 }
 
 /// `max("f")`, `min("f")`, `first("f")` or `last("f")` with plain fields or tags beside it
@@ -77,6 +81,7 @@ pub(super) fn selector_beside_fields<'e>(exprs: &[&'e Expr]) -> Option<Ranked<'e
         n: 1,
         by_time,
         selector: true,
+        wraps: vec![],
     })
 }
 
@@ -101,19 +106,26 @@ pub(super) fn ranked<'e>(
     for (i, e) in exprs.iter().enumerate() {
         let mut inside = false;
         cond::visit(e, &mut |x| inside |= is_ranking(x));
-        if inside && !is_ranking(e) {
-            return Err(PlanError::Unsupported(
-                "top() and bottom() inside an expression are not supported by sluice yet".into(),
-            ));
+        if !inside {
+            continue;
         }
-        if is_ranking(e) && found.is_none() {
-            found = Some(i);
+        let (wraps, call) = if is_ranking(e) {
+            (vec![], *e)
+        } else {
+            math::around_call(e, &|n| n == "top" || n == "bottom")?.ok_or_else(|| {
+                PlanError::Unsupported(
+                    "top() and bottom() inside an expression other than math functions and arithmetic with constants are not supported by sluice yet".into(),
+                )
+            })?
+        };
+        if found.is_none() {
+            found = Some((i, call, wraps));
         }
     }
-    let Some(index) = found else {
+    let Some((index, call, wraps)) = found else {
         return Ok(None);
     };
-    let Expr::Call { name, args } = exprs[index] else {
+    let Expr::Call { name, args } = call else {
         unreachable!("is_ranking checked");
     };
     if exprs
@@ -185,6 +197,7 @@ pub(super) fn ranked<'e>(
         n,
         by_time: false,
         selector: false,
+        wraps,
     }))
 }
 
@@ -211,8 +224,12 @@ impl Query<'_> {
                 continue;
             }
             cols.push(Column::Field(cond::sql(r.field, self.scope, "s.tags")?));
-            for t in &r.tags {
-                cols.push(Column::Tag(self.tag_sql(t)?));
+            // Inside arithmetic the call is one value, without its tags' columns (as in
+            // InfluxDB); the tags still rank.
+            if r.wraps.is_empty() {
+                for t in &r.tags {
+                    cols.push(Column::Tag(self.tag_sql(t)?));
+                }
             }
         }
         let value = value_col(r.index);
@@ -262,11 +279,16 @@ impl Query<'_> {
         if let (true, Some(b)) = (r.selector, &bucketing) {
             return self.selector_rows(&ranked, b, &names);
         }
-        // Points of one time in rank order, as InfluxDB sorts the ranked points by time.
+        // Points of one time in rank order, as InfluxDB sorts the ranked points by time. The
+        // wrapped value gets a name of its own, so that the order is the ranked value's.
         let (rank_dir, dir) = (dir, self.direction());
+        let mut shown = names.clone();
+        if !r.wraps.is_empty() {
+            shown[r.index] = format!("{} AS __sl_w", math::apply(&r.wraps, value.clone())?);
+        }
         Ok(format!(
             "SELECT {TAGS}, {TIME}, {} FROM ({ranked}) ORDER BY {TAGS}{dir}, {TIME}{dir}, {value}{rank_dir}, {KEY}{}",
-            names.join(", "),
+            shown.join(", "),
             self.limit_by()
         ))
     }
@@ -569,7 +591,14 @@ mod tests {
 
     #[test]
     fn names_what_sluice_does_not_run_yet() {
-        assert!(error("SELECT top(v, 2) * 2 FROM m").contains("not supported by sluice yet"));
+        assert!(error("SELECT top(v, 2) * u FROM m").contains("not supported by sluice yet"));
+        assert!(
+            error("SELECT top(v, 2) + top(v, 3) FROM m").contains("not supported by sluice yet")
+        );
+        assert_eq!(
+            check("SELECT abs(top(v, host, 2)) / 100 FROM m").unwrap(),
+            Some((0, vec!["host".into()], 2))
+        );
         assert!(error("SELECT top(v, 2) FROM m OFFSET 1").contains("not supported by sluice yet"));
     }
 }

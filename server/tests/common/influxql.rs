@@ -207,6 +207,10 @@ pub fn queries() -> Vec<String> {
         format!("SELECT top(\"value\", 2), \"host\" FROM \"cpu\" WHERE {range} GROUP BY time(2m) fill(null)"),
         format!("SELECT bottom(\"used\", 2) AS \"low\", \"free\" FROM \"disk\" WHERE {range} GROUP BY \"host\" ORDER BY time DESC"),
         format!("SELECT top(\"value\", 2), mean(\"value\") FROM \"cpu\" WHERE {range}"),
+        // Grafana's math after a selector: applied to the ranked values.
+        format!("SELECT top(\"value\", 3) / 100 FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
+        format!("SELECT abs(bottom(\"n\", \"host\", 2) - 10) * 2 AS \"x\" FROM \"cpu\" WHERE {range}"),
+        format!("SELECT top(\"n\", 2) * 3 FROM \"cpu\" WHERE {range} GROUP BY \"host\" ORDER BY time DESC"),
         // integral() of one series per group: the trapezium rule; a segment crossing a
         // bucket's end cut at the interpolated value (for an integer field with the earlier
         // point's value kept), one across empty buckets (h1's minute 4) put in its end's; no
@@ -232,6 +236,18 @@ pub fn queries() -> Vec<String> {
         // integer's at the range's start).
         format!("SELECT integral(*) FROM \"mem\" WHERE {range}"),
         format!("SELECT integral(\"value\"), integral(\"n\", 1m) AS \"in\" FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(2m)"),
+        // holt_winters(): the aggregate's buckets forecast as InfluxDB's Nelder-Mead fit
+        // forecasts them (Grafana's "Predictors"; its defaults are 10 and 2).
+        format!("SELECT holt_winters(mean(\"value\"), 5, 0) FROM \"cpu\" WHERE {range} GROUP BY time(30s)"),
+        format!("SELECT holt_winters_with_fit(max(\"value\"), 3, 4) FROM \"cpu\" WHERE {range} GROUP BY time(20s), \"host\" fill(null)"),
+        format!("SELECT holt_winters(sum(\"n\"), 4, 2) AS \"forecast\" FROM \"cpu\" WHERE \"host\" = 'h2' AND {wide} GROUP BY time(1m)"),
+        format!("SELECT holt_winters(mean(\"value\"), 3, 0) / 100 FROM \"cpu\" WHERE {range} GROUP BY time(1m, 15s) LIMIT 2 OFFSET 1"),
+        format!("SELECT 10 - holt_winters_with_fit(last(\"value\"), 2, 0) FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} GROUP BY time(30s) tz('Europe/Paris')"),
+        format!("SELECT holt_winters(mean(\"value\"), 3, 0) FROM \"cpu\" WHERE {range} GROUP BY time(1m) ORDER BY time DESC"),
+        format!("SELECT holt_winters(count(\"value\"), 2, 0) FROM \"cpu\" WHERE {range} GROUP BY time(5m), \"host\" SLIMIT 2 SOFFSET 1"),
+        format!("SELECT holt_winters(mean(\"value\"), 3) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT holt_winters(\"value\", 3, 0) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT holt_winters(mean(\"value\"), 3, 0) FROM \"cpu\" WHERE {range}"),
         // Subqueries: the inner statement's answer as the outer's measurement, with the
         // outer's time range, tags and interval given to the inner.
         format!("SELECT sum(\"max\") FROM (SELECT max(\"value\") FROM \"cpu\" WHERE {range} GROUP BY \"host\")"),
@@ -312,21 +328,40 @@ pub fn queries() -> Vec<String> {
     q
 }
 
-/// Equal JSON, numbers within 1e-9 relative.
-pub fn same(a: &Value, b: &Value) -> bool {
+/// `holt_winters()` of a mean over several series, compared within [`FITTED`]: a bucket's
+/// mean differs from InfluxDB's in its last bit where the two sum the points in another order
+/// (InfluxDB adds partial means times their counts), and the model's fit carries that to
+/// about 1e-9 of the forecast. The fit itself is InfluxDB's to the bit on InfluxDB's own
+/// means (`forecast.rs`, `forecasts_are_influxdbs_to_the_last_bit`).
+pub fn fitted_queries() -> Vec<String> {
+    let range = format!("time >= {} and time <= {}", ms(T0), ms(T0 + 599));
+    vec![
+        // Grafana's defaults for the predictor (10 and 2) at a 10 s interval.
+        format!("SELECT holt_winters(mean(\"value\"), 10, 2) FROM \"cpu\" WHERE {range} GROUP BY time(10s) fill(null)"),
+        format!("SELECT holt_winters_with_fit(mean(\"value\"), 3, 5) FROM \"cpu\" WHERE {range} GROUP BY time(10s)"),
+    ]
+}
+
+/// The relative difference [`fitted_queries`] may have.
+pub const FITTED: f64 = 1e-6;
+
+/// Equal JSON, numbers within `tolerance` relative.
+pub fn same_within(a: &Value, b: &Value, tolerance: f64) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
             let (x, y) = (
                 x.as_f64().unwrap_or(f64::NAN),
                 y.as_f64().unwrap_or(f64::NAN),
             );
-            x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs())
+            x == y || (x - y).abs() <= tolerance * x.abs().max(y.abs())
         }
         (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_within(a, b, tolerance))
         }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_within(v, w, tolerance)))
         }
         _ => a == b,
     }
