@@ -191,8 +191,8 @@ pub fn plan(
     };
     let sql = if let Some(r) = &ranked {
         q.ranked(&exprs, r)?
-    } else if let Some(f) = distinct {
-        q.distinct(f)?
+    } else if let Some((f, wraps)) = &distinct {
+        q.distinct(f, wraps)?
     } else if let Some(i) = &integral {
         q.integral(i)?
     } else if aggregate {

@@ -160,6 +160,9 @@ pub fn queries() -> Vec<String> {
         format!("SELECT distinct(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m), \"host\" fill(null)"),
         format!("SELECT DISTINCT \"used\" FROM \"disk\" WHERE {range} GROUP BY \"host\" LIMIT 4"),
         format!("SELECT count(DISTINCT \"n\") FROM \"cpu\" WHERE {range}"),
+        format!("SELECT distinct(\"value\") / 100 FROM \"cpu\" WHERE {range} GROUP BY time(5m) LIMIT 4"),
+        format!("SELECT abs(distinct(\"n\") - 4) FROM \"cpu\" WHERE {range} GROUP BY \"host\" ORDER BY time DESC"),
+        format!("SELECT distinct(\"n\") FROM \"cpu\" WHERE {range} GROUP BY time(2m), \"host\" ORDER BY time DESC"),
         // Casts between numbers: a float as an integer truncates toward zero.
         format!("SELECT \"value\"::integer, \"n\"::float FROM \"cpu\" WHERE \"host\" = 'h1' AND {range}"),
         format!("SELECT mean(\"value\"::integer), max(\"n\"::float) FROM \"cpu\" WHERE {range} GROUP BY time(2m)"),
@@ -236,6 +239,12 @@ pub fn queries() -> Vec<String> {
         // integer's at the range's start).
         format!("SELECT integral(*) FROM \"mem\" WHERE {range}"),
         format!("SELECT integral(\"value\"), integral(\"n\", 1m) AS \"in\" FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(2m)"),
+        // Grafana's transformations stack on the aggregate: `elapsed` works over buckets,
+        // `spread` and `stddev` of an aggregate are InfluxDB's errors.
+        format!("SELECT elapsed(mean(\"value\"), 10s) FROM \"cpu\" WHERE {range} GROUP BY time(1m) fill(null)"),
+        format!("SELECT spread(mean(\"value\")) FROM \"cpu\" WHERE {range} GROUP BY time(1m) fill(null)"),
+        format!("SELECT stddev(mean(\"value\")) FROM \"cpu\" WHERE {range} GROUP BY time(1m) fill(null)"),
+        format!("SELECT holt_winters(spread(\"value\"), 4, 0) FROM \"cpu\" WHERE {range} GROUP BY time(1m) fill(null)"),
         // holt_winters(): the aggregate's buckets forecast as InfluxDB's Nelder-Mead fit
         // forecasts them (Grafana's "Predictors"; its defaults are 10 and 2).
         format!("SELECT holt_winters(mean(\"value\"), 5, 0) FROM \"cpu\" WHERE {range} GROUP BY time(30s)"),
