@@ -4,8 +4,10 @@
 //! The engine has no optimizer, so this is the one computation of a query done in Rust: over
 //! the buckets the engine aggregated, one series at a time. The model's parameters are found
 //! by a Nelder-Mead search from 16 starting points, up to 1,000 steps each, every step a pass
-//! over the series; the caller's deadline is checked at every pass, so a long series or many
-//! of them end in the query's timeout instead of holding a thread.
+//! over the series; the searches run side by side on up to four threads at the priority of
+//! the engine's query threads (below the write path), and the caller's deadline is checked at
+//! every pass, so a long series or many of them end in the query's timeout instead of holding
+//! threads.
 //!
 //! Three things make it InfluxDB's numbers rather than merely its method:
 //! - the error function clamps the parameters it is given and overwrites their seasonal part
@@ -15,6 +17,7 @@
 //! - `phi^t` is computed as Go's `math.Pow` computes it (repeated squaring of the mantissa),
 //!   which differs from a libm `pow` in the last bit.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use super::go_pow::go_pow;
@@ -83,38 +86,28 @@ impl Model {
         }
         let y = self.observations(points);
         let start = self.start(&y);
-        let mut fit = Fit {
+        let starts: Vec<Vec<f64>> = guesses()
+            .into_iter()
+            .map(|g| {
+                let mut p = start.clone();
+                p[..4].copy_from_slice(&g);
+                p
+            })
+            .collect();
+        let found = search_all(&y, self.seasonal(), deadline, &starts)?;
+        // The first start with the least error, as InfluxDB keeps it searching them in turn.
+        let mut best: Option<(f64, Vec<f64>)> = None;
+        for (sse, params) in found {
+            if best.as_ref().is_none_or(|(min, _)| sse < *min) {
+                best = Some((sse, params));
+            }
+        }
+        let fit = Fit {
             y: &y,
             seasonal: self.seasonal(),
             deadline,
             expired: false,
         };
-        let mut best: Option<(f64, Vec<f64>)> = None;
-        let mut parameters = start;
-        let mut alpha = GUESS_LOWER;
-        while alpha < GUESS_UPPER {
-            let mut beta = GUESS_LOWER;
-            while beta < GUESS_UPPER {
-                let mut gamma = GUESS_LOWER;
-                while gamma < GUESS_UPPER {
-                    let mut phi = GUESS_LOWER;
-                    while phi < GUESS_UPPER {
-                        parameters[..4].copy_from_slice(&[alpha, beta, gamma, phi]);
-                        let (sse, found) = nelder_mead(&mut fit, &parameters);
-                        if fit.expired {
-                            return Err(Refused::Expired);
-                        }
-                        if best.as_ref().is_none_or(|(min, _)| sse < *min) {
-                            best = Some((sse, found));
-                        }
-                        phi += GUESS_STEP;
-                    }
-                    gamma += GUESS_STEP;
-                }
-                beta += GUESS_STEP;
-            }
-            alpha += GUESS_STEP;
-        }
         let Some((_, mut params)) = best else {
             return Ok(vec![]);
         };
@@ -208,6 +201,86 @@ impl Model {
         }
         p
     }
+}
+
+/// The searches' starting smoothing factors `[alpha, beta, gamma, phi]`, in InfluxDB's order.
+fn guesses() -> Vec<[f64; 4]> {
+    let mut out = Vec::new();
+    let mut alpha = GUESS_LOWER;
+    while alpha < GUESS_UPPER {
+        let mut beta = GUESS_LOWER;
+        while beta < GUESS_UPPER {
+            let mut gamma = GUESS_LOWER;
+            while gamma < GUESS_UPPER {
+                let mut phi = GUESS_LOWER;
+                while phi < GUESS_UPPER {
+                    out.push([alpha, beta, gamma, phi]);
+                    phi += GUESS_STEP;
+                }
+                gamma += GUESS_STEP;
+            }
+            beta += GUESS_STEP;
+        }
+        alpha += GUESS_STEP;
+    }
+    out
+}
+
+/// Most threads one fit searches on.
+const MAX_WORKERS: usize = 4;
+
+/// A search from each of `starts`, on as many threads as the process may use (at most
+/// [`MAX_WORKERS`]), each below the request path's priority like the engine's query threads:
+/// the least error and where, in the starts' order. The searches share nothing, so the
+/// answer is the one searching them in turn gives; on two cores it comes in about half the
+/// time.
+fn search_all(
+    y: &[f64],
+    seasonal: bool,
+    deadline: Instant,
+    starts: &[Vec<f64>],
+) -> Result<Vec<(f64, Vec<f64>)>, Refused> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_WORKERS)
+        .min(starts.len());
+    let next = AtomicUsize::new(0);
+    let search = || {
+        crate::priority::lower_thread_priority(crate::engine::READER_NICE);
+        let mut fit = Fit {
+            y,
+            seasonal,
+            deadline,
+            expired: false,
+        };
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= starts.len() || fit.expired {
+                break;
+            }
+            done.push((i, nelder_mead(&mut fit, &starts[i])));
+        }
+        (done, fit.expired)
+    };
+    let mut found: Vec<Option<(f64, Vec<f64>)>> = vec![None; starts.len()];
+    let mut expired = false;
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..workers).map(|_| scope.spawn(search)).collect();
+        for t in threads {
+            let (done, late) = t
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            expired |= late;
+            for (i, r) in done {
+                found[i] = Some(r);
+            }
+        }
+    });
+    if expired {
+        return Err(Refused::Expired);
+    }
+    Ok(found.into_iter().flatten().collect())
 }
 
 /// The model run over one series' observations.
