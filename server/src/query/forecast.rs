@@ -386,50 +386,15 @@ fn nelder_mead(fit: &mut Fit, start: &[f64]) -> (f64, Vec<f64>) {
     const BETA: f64 = 0.5;
     const GAMMA: f64 = 2.0;
     let n = start.len();
-    let nf = n as f64;
-    let pn = ((nf + 1.0).sqrt() - 1.0 + nf) / (nf * 2f64.sqrt());
-    let qn = ((nf + 1.0).sqrt() - 1.0) / (nf * 2f64.sqrt());
-    let mut v: Vec<Vec<f64>> = (0..=n)
-        .map(|i| {
-            (0..n)
-                .map(|j| match i {
-                    0 => start[j],
-                    _ if i - 1 == j => pn + start[j],
-                    _ => qn + start[j],
-                })
-                .collect()
-        })
-        .collect();
+    let mut v = simplex(start);
     let mut f: Vec<f64> = v.iter_mut().map(|x| fit.sse(x)).collect();
     let (mut vr, mut ve, mut vc, mut vm) = (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
     for _ in 0..MAX_ITERATIONS {
         if fit.expired {
             break;
         }
-        let (mut vg, mut vs) = (0, 0);
-        for i in 0..=n {
-            if f[i] > f[vg] {
-                vg = i;
-            }
-            if f[i] < f[vs] {
-                vs = i;
-            }
-        }
-        let mut vh = vs;
-        for i in 0..=n {
-            if f[i] > f[vh] && f[i] < f[vg] {
-                vh = i;
-            }
-        }
-        for i in 0..n {
-            let mut cent = 0.0;
-            for (row, x) in v.iter().enumerate() {
-                if row != vg {
-                    cent += x[i];
-                }
-            }
-            vm[i] = cent / nf;
-        }
+        let (vg, vs, vh) = ranks(&f);
+        centroid(&v, vg, &mut vm);
         for i in 0..n {
             vr[i] = vm[i] + ALPHA * (vm[i] - v[vg][i]);
         }
@@ -479,24 +444,84 @@ fn nelder_mead(fit: &mut Fit, start: &[f64]) -> (f64, Vec<f64>) {
                 f[vh] = fit.sse(&mut v[vh]);
             }
         }
-        let favg = f.iter().sum::<f64>() / (nf + 1.0);
-        let mut s = 0.0;
-        for fi in &f {
-            s += go_pow(fi - favg, 2) / nf;
-        }
-        if s.sqrt() < EPSILON {
+        if spread(&f) < EPSILON {
             break;
         }
     }
-    let mut vs = 0;
-    for i in 0..=n {
+    let (_, vs, _) = ranks(&f);
+    let found = v[vs].clone();
+    let min = fit.sse(&mut v[vs]);
+    (min, found)
+}
+
+/// The starting simplex: `start` and a vertex a fixed step off it along each axis (scale 1).
+fn simplex(start: &[f64]) -> Vec<Vec<f64>> {
+    let n = start.len();
+    let nf = n as f64;
+    let pn = ((nf + 1.0).sqrt() - 1.0 + nf) / (nf * 2f64.sqrt());
+    let qn = ((nf + 1.0).sqrt() - 1.0) / (nf * 2f64.sqrt());
+    (0..=n)
+        .map(|i| {
+            (0..n)
+                .map(|j| match i {
+                    0 => start[j],
+                    _ if i - 1 == j => pn + start[j],
+                    _ => qn + start[j],
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The vertices with the greatest, the least and the second greatest error, the first of
+/// each in vertex order (the second greatest is the least one's when none is between).
+fn ranks(f: &[f64]) -> (usize, usize, usize) {
+    let (mut vg, mut vs) = (0, 0);
+    for i in 0..f.len() {
+        if f[i] > f[vg] {
+            vg = i;
+        }
         if f[i] < f[vs] {
             vs = i;
         }
     }
-    let found = v[vs].clone();
-    let min = fit.sse(&mut v[vs]);
-    (min, found)
+    let mut vh = vs;
+    for i in 0..f.len() {
+        if f[i] > f[vh] && f[i] < f[vg] {
+            vh = i;
+        }
+    }
+    (vg, vs, vh)
+}
+
+/// The centroid of every vertex but `vg`, into `vm`.
+fn centroid(v: &[Vec<f64>], vg: usize, vm: &mut [f64]) {
+    let nf = vm.len() as f64;
+    for (i, m) in vm.iter_mut().enumerate() {
+        let mut cent = 0.0;
+        for (row, x) in v.iter().enumerate() {
+            if row != vg {
+                cent += x[i];
+            }
+        }
+        *m = cent / nf;
+    }
+}
+
+/// The standard deviation of the vertices' errors, as the search's stopping test computes it
+/// (over n, for n + 1 vertices).
+fn spread(f: &[f64]) -> f64 {
+    let nf = (f.len() - 1) as f64;
+    let mut sum = 0.0;
+    for fi in f {
+        sum += fi;
+    }
+    let favg = sum / (nf + 1.0);
+    let mut s = 0.0;
+    for fi in f {
+        s += go_pow(fi - favg, 2) / nf;
+    }
+    s.sqrt()
 }
 
 #[cfg(test)]

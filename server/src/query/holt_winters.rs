@@ -74,6 +74,31 @@ pub(super) fn call(sel: &SelectStatement) -> Result<Option<Call<'_>>, PlanError>
     let Expr::Call { name, args } = hw else {
         unreachable!("is_holt_winters checked");
     };
+    let (aggregate, h, m, interval) = influxdb_checks(sel, name, args)?;
+    sluice_checks(sel, name, aggregate, h, m)?;
+    let field = &sel.fields[index];
+    let around = arithmetic_around(&field.expr, hw)
+        .ok_or_else(|| unsupported(&format!("{name}() inside this expression")))?;
+    Ok(Some(Call {
+        aggregate,
+        model: Model {
+            h: h as usize,
+            m: m as usize,
+            with_fit: name == "holt_winters_with_fit",
+            interval,
+        },
+        column: field.column_name(),
+        around,
+    }))
+}
+
+/// InfluxDB 1.8's checks of the call, in its order and words: the aggregate, N, S and the
+/// `GROUP BY time` interval (nanoseconds).
+fn influxdb_checks<'e>(
+    sel: &SelectStatement,
+    name: &str,
+    args: &'e [Expr],
+) -> Result<(&'e Expr, i64, i64, i64), PlanError> {
     if args.len() != 3 {
         return Err(PlanError::Invalid(format!(
             "invalid number of arguments for {name}, expected 3, got {}",
@@ -124,12 +149,23 @@ pub(super) fn call(sel: &SelectStatement) -> Result<Option<Call<'_>>, PlanError>
             "invalid GROUP BY time interval: {interval} (it must be positive)"
         )));
     }
+    Ok((aggregate, h, m, interval.as_nanos()))
+}
+
+/// What sluice does not run yet, and the bounds on what one call may hold.
+fn sluice_checks(
+    sel: &SelectStatement,
+    name: &str,
+    aggregate: &Expr,
+    h: i64,
+    m: i64,
+) -> Result<(), PlanError> {
     let Expr::Call {
         name: agg,
         args: agg_args,
     } = aggregate
     else {
-        unreachable!("matched above");
+        unreachable!("influxdb_checks took a call");
     };
     if super::functions::function_kind(agg).is_none()
         || agg_args
@@ -155,20 +191,7 @@ pub(super) fn call(sel: &SelectStatement) -> Result<Option<Call<'_>>, PlanError>
             "{name} takes a season of at most {MAX_SEASON} intervals, not {m}"
         )));
     }
-    let field = &sel.fields[index];
-    let around = arithmetic_around(&field.expr, hw)
-        .ok_or_else(|| unsupported(&format!("{name}() inside this expression")))?;
-    Ok(Some(Call {
-        aggregate,
-        model: Model {
-            h: h as usize,
-            m: m as usize,
-            with_fit: name == "holt_winters_with_fit",
-            interval: interval.as_nanos(),
-        },
-        column: field.column_name(),
-        around,
-    }))
+    Ok(())
 }
 
 /// The arithmetic with number constants between `e` and the call `hw` inside it, innermost
