@@ -111,14 +111,16 @@ impl Ctx<'_> {
     }
 
     /// Runs the SQL `sql` makes of the series table: this pod's, or the tenant's pods' series
-    /// that `what` asks each of them for.
+    /// that `what` asks each of them for (one row per series either way when `merged`, see
+    /// [`meta::local_series`]; the gathered series are always distinct).
     fn fetch_series(
         &self,
         what: Partial,
+        merged: bool,
         sql: &dyn Fn(&str) -> String,
     ) -> Result<shape::Rows, String> {
         match &self.gather {
-            None => self.fetch(&sql(&meta::local_series())),
+            None => self.fetch(&sql(&meta::local_series(merged))),
             Some(g) => g.fetch(&self.budget, &|u| {
                 sql(&meta::gathered_series(&u.url(
                     &what,

@@ -244,7 +244,7 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
             let filter = meta::series_filter(db, &t.sources, t.condition.as_ref(), *now)
                 .map_err(|e| e.to_string())?;
             meta::distinct_tag_values_sql(&meta::tag_value_rows_sql(
-                &meta::local_series(),
+                &meta::local_series(false),
                 &filter,
                 &t.key,
             ))

@@ -309,7 +309,7 @@ fn tag_keys(ctx: &Ctx, db: &str, measurement: &str) -> Result<Vec<String>, Strin
         statement: 0,
         now: ctx.now_ns,
     };
-    let rows = ctx.fetch_series(what, &|from| meta::tag_keys_sql(from, &filter))?;
+    let rows = ctx.fetch_series(what, false, &|from| meta::tag_keys_sql(from, &filter))?;
     Ok(rows
         .rows
         .first()

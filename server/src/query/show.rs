@@ -8,19 +8,22 @@ use super::{database, meta, shape, sources_of, with_series, Ctx};
 use crate::cluster::Partial;
 
 /// The series rows a `SHOW` statement lists: those of its database that its sources and
-/// condition select, as `sql(from, filter)` makes of them.
+/// condition select, as `sql(from, filter)` makes of them; `merged` when the statement lists
+/// or counts series rather than distinct names (see [`meta::local_series`]).
+#[allow(clippy::too_many_arguments)]
 fn listed(
     ctx: &Ctx,
     database_name: &Option<String>,
     sources: &[Measurement],
     condition: Option<&sluice_influxql::Expr>,
     id: usize,
+    merged: bool,
     sql: &dyn Fn(&str, &str) -> String,
 ) -> Result<shape::Rows, String> {
     let db = database(ctx, database_name.as_deref())?;
     let filter =
         meta::series_filter(&db, sources, condition, ctx.now_ns).map_err(|e| e.to_string())?;
-    ctx.fetch_series(ctx.show_series(&db, id), &|from| sql(from, &filter))
+    ctx.fetch_series(ctx.show_series(&db, id), merged, &|from| sql(from, &filter))
 }
 
 /// `SHOW MEASUREMENTS`.
@@ -36,6 +39,7 @@ pub(super) fn measurements(
         &sources,
         m.condition.as_ref(),
         id,
+        false,
         &|from, filter| meta::measurements_sql(from, filter, m.order, m.limit, m.offset),
     )?;
     let values: Vec<Value> = rows.rows.into_iter().map(Value::Array).collect();
@@ -61,6 +65,7 @@ pub(super) fn tag_keys(
         &t.sources,
         t.condition.as_ref(),
         id,
+        false,
         &|from, filter| meta::tag_keys_sql(from, filter),
     )?;
     let mut series = Vec::new();
@@ -91,6 +96,7 @@ pub(super) fn tag_values(
             &t.sources,
             t.condition.as_ref(),
             id,
+            false,
             &|from, filter| meta::tag_values_sql(from, filter, &t.key, t.order),
         )?,
         // Each pod lists its distinct values; the gathering pod only merges and orders them.
@@ -150,6 +156,7 @@ pub(super) fn series(
         &s.sources,
         s.condition.as_ref(),
         id,
+        true,
         &|from, filter| meta::series_sql(from, filter),
     )?;
     let mut keys: Vec<String> = rows
@@ -193,6 +200,7 @@ pub(super) fn measurement_cardinality(
         &c.sources,
         c.condition.as_ref(),
         id,
+        false,
         &|from, filter| meta::measurement_cardinality_sql(from, filter),
     )?;
     let n = rows
@@ -219,6 +227,7 @@ pub(super) fn series_cardinality(
         &c.sources,
         c.condition.as_ref(),
         id,
+        true,
         &|from, filter| meta::series_cardinality_sql(from, filter),
     )?;
     if c.exact {

@@ -1,0 +1,146 @@
+//! A series recorded twice in a pod's series table, as a hand-off leaves it on the receiving
+//! pod until the engine merges the two rows, counts once in every InfluxQL answer: the reads
+//! that take the table as it is (a tag condition's set of ids, the distinct names of `SHOW`
+//! statements) and those that need one row per series (tags joined to points, `SHOW SERIES`,
+//! cardinalities) alike.
+//!
+//! The second rows are written into the stopped server's engine by this test binary run again
+//! as a helper (one engine path per process), with the series table's merges held off, so
+//! that the rows stay doubled for as long as the test reads.
+
+mod common;
+
+use std::process::Command;
+
+use common::Server;
+use serde_json::Value;
+
+/// Set for the helper run: the engine path, then one statement per line.
+const HELPER: &str = "SLUICE_TEST_SERIES_ROWS_SQL";
+
+/// Runs the statements of [`HELPER`] in the engine at its path; a no-op in a normal run.
+#[test]
+fn engine_helper() {
+    let Ok(spec) = std::env::var(HELPER) else {
+        return;
+    };
+    let mut lines = spec.lines();
+    let path = lines.next().expect("the engine path");
+    let conn = chdb_rust::connection::Connection::open(&[&format!("--path={path}")])
+        .expect("open the engine");
+    for sql in lines {
+        if let Err(e) = conn.query(sql, chdb_rust::format::OutputFormat::TabSeparated) {
+            panic!("{sql}: {e}");
+        }
+    }
+}
+
+fn in_engine(path: &std::path::Path, statements: &[&str]) {
+    let spec = format!("{}\n{}", path.display(), statements.join("\n"));
+    let out = Command::new(std::env::current_exe().expect("this test binary"))
+        .args([
+            "--exact",
+            "engine_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HELPER, spec)
+        .output()
+        .expect("run the helper");
+    assert!(
+        out.status.success(),
+        "the helper failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn answer(s: &Server, q: &str) -> Value {
+    let path = format!(
+        "/query?db=db&{}",
+        serde_urlencoded::to_string([("q", q)]).unwrap()
+    );
+    let r = s.request("GET", &path, &[], b"");
+    assert_eq!(r.status, 200, "{q}: {}", r.body);
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert!(v["results"][0]["error"].is_null(), "{q}: {}", r.body);
+    v
+}
+
+/// Rows of the series table, as stored and merged.
+fn series_rows(s: &Server) -> (u64, u64) {
+    let count = |from: &str| -> u64 {
+        s.sql(&format!("SELECT count() FROM {from} FORMAT TSV"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    (count("sluice_series"), count("sluice_series FINAL"))
+}
+
+#[test]
+fn a_series_recorded_twice_counts_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut s = Server::start_in(tmp.path(), &[]);
+    s.request("POST", "/query?q=CREATE%20DATABASE%20db", &[], b"");
+    let mut body = String::new();
+    for (i, host) in ["a", "b", "c", "d"].iter().enumerate() {
+        let region = if i % 2 == 0 { "r1" } else { "r2" };
+        for t in 0..5u64 {
+            body.push_str(&format!(
+                "cpu,host={host},region={region} v={} {}\n",
+                i as u64 * 10 + t,
+                1_600_000_000 + t * 30
+            ));
+        }
+        body.push_str(&format!("mem,host={host} used={i} 1600000000\n"));
+    }
+    assert_eq!(s.write("db=db&precision=s", &body).status, 204);
+    s.wait_sql("SELECT count() FROM db_autogen_cpu", "20");
+    s.wait_sql("SELECT count() FROM db_autogen_mem", "4");
+    let queries = [
+        "SHOW SERIES",
+        "SHOW SERIES WHERE \"region\" = 'r1'",
+        "SHOW SERIES CARDINALITY",
+        "SHOW MEASUREMENTS",
+        "SHOW MEASUREMENT CARDINALITY",
+        "SHOW TAG KEYS",
+        "SHOW TAG VALUES WITH KEY = \"host\"",
+        "SHOW TAG VALUES WITH KEY = \"host\" WHERE \"region\" = 'r1'",
+        "SHOW TAG VALUES WITH KEY =~ /.*/",
+        "SELECT count(\"v\") FROM \"cpu\" WHERE \"host\" = 'a'",
+        "SELECT sum(\"v\") FROM \"cpu\" WHERE \"region\" = 'r1' GROUP BY \"host\"",
+        "SELECT count(\"v\") FROM \"cpu\" GROUP BY \"host\"",
+        "SELECT mean(\"v\") FROM \"cpu\" WHERE \"region\" = 'r2' AND time >= 1600000000s AND time < 1600000150s GROUP BY time(1m), \"region\"",
+        "SELECT \"v\" FROM \"cpu\" WHERE \"host\" = 'b'",
+        "SELECT * FROM \"cpu\" WHERE \"host\" = 'c' OR \"host\" = 'd'",
+        "SELECT last(\"v\") FROM \"cpu\" GROUP BY \"host\"",
+        "SELECT last(\"v\") FROM \"cpu\" WHERE \"region\" = 'r1'",
+        "SELECT top(\"v\", \"host\", 2) FROM \"cpu\" WHERE \"region\" = 'r2'",
+        "SELECT max(\"v\"), \"host\" FROM \"cpu\" WHERE \"host\" = 'a' OR \"host\" = 'b'",
+        "SELECT derivative(\"v\", 30s) FROM \"cpu\" WHERE \"host\" = 'a'",
+        "SELECT \"used\" FROM \"mem\" WHERE \"host\" = 'a' GROUP BY *",
+    ];
+    let before: Vec<Value> = queries.iter().map(|q| answer(&s, q)).collect();
+    assert_eq!(series_rows(&s), (8, 8), "one row per series to begin with");
+
+    s.terminate();
+    in_engine(
+        &tmp.path().join("chdb"),
+        &[
+            // No merge can take two parts together, so the second rows stay.
+            "ALTER TABLE sluice_series MODIFY SETTING max_bytes_to_merge_at_max_space_in_pool = 1, max_bytes_to_merge_at_min_space_in_pool = 1",
+            "INSERT INTO sluice_series (db, measurement, series_id, tags, first_seen) SELECT db, measurement, series_id, tags, first_seen + toIntervalSecond(1) FROM sluice_series",
+        ],
+    );
+    s.restart();
+    assert_eq!(series_rows(&s), (16, 8), "every series recorded twice");
+    for (q, want) in queries.iter().zip(&before) {
+        assert_eq!(&answer(&s, q), want, "{q}");
+    }
+    assert_eq!(
+        series_rows(&s),
+        (16, 8),
+        "the rows stayed doubled while the queries ran"
+    );
+}
