@@ -72,7 +72,7 @@ fn dir(order: Option<SortOrder>) -> &'static str {
 /// lists or counts series; the others take each distinct name, key or value once whatever
 /// the rows, and read the table as it is: `FINAL` merges every row of the database before
 /// the statement's condition applies, and over 500,000 series the values of `region` took
-/// 133-139 ms with it against 62-64 ms without (bench/README, "The series lookup at many
+/// 133-139 ms with it against 62-64 ms without (bench/README, "the series lookup at many
 /// series").
 pub fn local_series(merged: bool) -> String {
     if merged {

@@ -29,6 +29,7 @@ pub mod order_key;
 pub mod partial;
 pub mod plan;
 mod raw;
+mod reads;
 pub mod select;
 mod select_list;
 pub mod shape;

@@ -7,15 +7,14 @@
 //! of the series' grouping tags as text (it orders the series, as InfluxDB orders them by tag
 //! set), `time` in nanoseconds. Rust only cuts the rows into series ([`super::shape`]).
 //!
-//! This module holds what every kind of statement shares (the series and the filter; the
-//! grouping is in `grouping`); the select list is expanded in `select_list`, aggregates are
-//! planned in [`super::aggregate`] (with `tail` and `groups` for two shapes of it), points in
-//! `raw`, `top()` and `bottom()` in `top`, `distinct()` in `distinct`, `integral()` in
-//! `integral`.
+//! This module holds what every kind of statement shares (the rows and series read are in
+//! `reads`, the grouping in `grouping`); the select list is expanded in `select_list`,
+//! aggregates are planned in [`super::aggregate`] (with `tail` and `groups` for two shapes of
+//! it), points in `raw`, `top()` and `bottom()` in `top`, `distinct()` in `distinct`,
+//! `integral()` in `integral`.
 
 use std::collections::BTreeMap;
 
-use sluice_core::names::{quote_ident, quote_str};
 use sluice_core::FieldType;
 use sluice_influxql::{Expr, SelectStatement, SortOrder};
 
@@ -24,7 +23,6 @@ use super::functions;
 pub(super) use super::grouping::Grouping;
 use super::select_list::expand_fields;
 use super::PlanError;
-use crate::catalog::SERIES_TABLE;
 
 /// Most time buckets a `GROUP BY time(...)` may span (InfluxDB 1.8's `max-select-buckets` is
 /// unlimited by default; a bound keeps a one-nanosecond interval over a year from filling
@@ -265,93 +263,6 @@ pub(super) struct Query<'a> {
 }
 
 impl Query<'_> {
-    /// The measurement's series that the tag conditions select, with their tags: one row per
-    /// series, since they are joined to points.
-    ///
-    /// Under tag conditions the rows are filtered first and then kept one per series
-    /// (`LIMIT 1 BY`): `FINAL` merges every row of the measurement before it filters, and
-    /// over 500,000 series it took 100-140 ms for 8 hosts against 16-24 ms, and 107-129 ms
-    /// for a tenth of the series against 60-62 ms. Without conditions `FINAL` is as fast or
-    /// faster (114 against 122 ms over 500,000 series in 5 parts; 49 against 325 ms over a
-    /// million in one part), so it stays (bench/README, "The series lookup at many series").
-    pub(super) fn series_sql(&self) -> String {
-        if let Some(series) = self.src.series {
-            let mut conds = vec!["1".to_string()];
-            conds.extend(self.filter.series.iter().cloned());
-            return format!(
-                "SELECT series_id, tags FROM {series} WHERE {}",
-                conds.join(" AND ")
-            );
-        }
-        let table = quote_ident(SERIES_TABLE);
-        let conds = self.series_conds();
-        if self.filter.series.is_empty() {
-            format!("SELECT series_id, tags FROM {table} FINAL WHERE {conds}")
-        } else {
-            format!("SELECT series_id, tags FROM {table} WHERE {conds} LIMIT 1 BY series_id")
-        }
-    }
-
-    /// The series table's condition for the measurement's series that the tags select.
-    fn series_conds(&self) -> String {
-        let mut conds = vec![
-            format!("db = {}", quote_str(self.src.db)),
-            format!("measurement = {}", quote_str(self.src.measurement)),
-        ];
-        conds.extend(self.filter.series.iter().cloned());
-        conds.join(" AND ")
-    }
-
-    /// The ids of the series the tag conditions select, as a set to look rows up in.
-    ///
-    /// Read without `FINAL`: a series' rows in the series table differ only in when it was
-    /// first seen (its id is the hash of its measurement and tags), so a row not yet merged
-    /// away adds nothing to a set of ids. `FINAL` keeps the engine from filtering the tags
-    /// before it merges the rows: over a million series one host's lookup took 40-63 ms with
-    /// it and 6-8 ms without (bench/README, "The series lookup at many series").
-    fn series_ids_sql(&self) -> String {
-        if self.src.series.is_some() {
-            return format!("SELECT series_id FROM ({})", self.series_sql());
-        }
-        format!(
-            "SELECT series_id FROM {} WHERE {}",
-            quote_ident(SERIES_TABLE),
-            self.series_conds()
-        )
-    }
-
-    /// `FROM` and `WHERE`: the table, joined with its series' tags when `join`; tag conditions
-    /// select series by id either way. The join alone reads every row of the range: a raw
-    /// select of one host over 12 of the benchmark's hours took 165 ms, the same select by id
-    /// reads only that series' granules.
-    pub(super) fn tables_and_filter(&self, join: bool, extra: &[String]) -> String {
-        let series = self.series_sql();
-        let mut sql = format!("FROM {} AS m", self.src.table);
-        let mut conds: Vec<String> = Vec::new();
-        if join {
-            sql.push_str(&format!(
-                " INNER JOIN ({series}) AS s ON m.series_id = s.series_id"
-            ));
-        }
-        if !self.filter.series.is_empty() {
-            conds.push(format!("m.series_id IN ({})", self.series_ids_sql()));
-        }
-        let TimeRange { min, max } = self.filter.range;
-        if let Some(lo) = min {
-            conds.push(format!("m.time >= fromUnixTimestamp64Nano(toInt64({lo}))"));
-        }
-        if let Some(hi) = max {
-            conds.push(format!("m.time <= fromUnixTimestamp64Nano(toInt64({hi}))"));
-        }
-        conds.extend(self.filter.rows.iter().cloned());
-        conds.extend(extra.iter().cloned());
-        if !conds.is_empty() {
-            sql.push_str(" WHERE ");
-            sql.push_str(&conds.join(" AND "));
-        }
-        sql
-    }
-
     /// `LIMIT`/`OFFSET`, which InfluxDB applies to each series.
     pub(super) fn limit_by(&self) -> String {
         match (self.stmt.limit, self.stmt.offset) {
@@ -381,35 +292,36 @@ pub(super) fn select_of(q: &str) -> SelectStatement {
     }
 }
 
+/// `q` planned over this pod's data against a `cpu` of fields `value` (float) and `n`
+/// (integer) and tags `dc` and `host`, at `now` = 1,000 s.
+#[cfg(test)]
+pub(super) fn plan_of(q: &str) -> Result<Option<Plan>, PlanError> {
+    plan_in(q, Mode::Whole)
+}
+
+/// [`plan_of`] in `mode`.
+#[cfg(test)]
+pub(super) fn plan_in(q: &str, mode: Mode) -> Result<Option<Plan>, PlanError> {
+    let fields: BTreeMap<String, FieldType> = [
+        ("value".to_string(), FieldType::Float),
+        ("n".to_string(), FieldType::Integer),
+    ]
+    .into();
+    let tags = vec!["dc".to_string(), "host".to_string()];
+    let src = Source {
+        db: "db",
+        measurement: "cpu",
+        table: "`db_autogen_cpu`",
+        fields: &fields,
+        tag_keys: &tags,
+        series: None,
+    };
+    plan(&select_of(q), &src, 1_000_000_000_000, mode)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn select(q: &str) -> SelectStatement {
-        select_of(q)
-    }
-
-    fn plan_of(q: &str) -> Result<Option<Plan>, PlanError> {
-        plan_in(q, Mode::Whole)
-    }
-
-    fn plan_in(q: &str, mode: Mode) -> Result<Option<Plan>, PlanError> {
-        let fields: BTreeMap<String, FieldType> = [
-            ("value".to_string(), FieldType::Float),
-            ("n".to_string(), FieldType::Integer),
-        ]
-        .into();
-        let tags = vec!["dc".to_string(), "host".to_string()];
-        let src = Source {
-            db: "db",
-            measurement: "cpu",
-            table: "`db_autogen_cpu`",
-            fields: &fields,
-            tag_keys: &tags,
-            series: None,
-        };
-        plan(&select(q), &src, 1_000_000_000_000, mode)
-    }
 
     /// The gathering pod describes its own share for the columns the pods send: the engine
     /// runs a plan's scalar subqueries to describe it, so that plan leaves out the floor of
@@ -464,51 +376,6 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(a.sql, b.sql);
-    }
-
-    /// Points read with their tags (raw selects, transforms of them, `integral()`) still pick
-    /// their series by id, so that the engine reads only those series' granules, not every row
-    /// of the range.
-    #[test]
-    fn points_read_with_their_tags_are_picked_by_series_id() {
-        for q in [
-            "SELECT value FROM cpu WHERE host = 'a'",
-            "SELECT derivative(value) FROM cpu WHERE host = 'a'",
-            "SELECT integral(value) FROM cpu WHERE host = 'a' GROUP BY time(1m)",
-        ] {
-            let p = plan_of(q).unwrap().unwrap();
-            assert!(p.sql.contains("INNER JOIN"), "{q}: {}", p.sql);
-            assert!(
-                p.sql.contains("m.series_id IN (SELECT series_id"),
-                "{q}: {}",
-                p.sql
-            );
-        }
-        let p = plan_of("SELECT value FROM cpu").unwrap().unwrap();
-        assert!(!p.sql.contains("m.series_id IN"), "{}", p.sql);
-    }
-
-    /// Series that tag conditions select are read without `FINAL` (see `Query::series_sql`
-    /// and `Query::series_ids_sql`); the tags joined to points stay one row per series.
-    #[test]
-    fn series_picked_by_tags_are_looked_up_without_final() {
-        let p = plan_of("SELECT value FROM cpu WHERE host = 'a'")
-            .unwrap()
-            .unwrap();
-        assert!(
-            p.sql.contains(
-                "m.series_id IN (SELECT series_id FROM `sluice_series` WHERE db = 'db' AND measurement = 'cpu' AND (tags['host'] = 'a'))"
-            ),
-            "{}",
-            p.sql
-        );
-        assert!(
-            p.sql.contains(
-                "INNER JOIN (SELECT series_id, tags FROM `sluice_series` WHERE db = 'db' AND measurement = 'cpu' AND (tags['host'] = 'a') LIMIT 1 BY series_id) AS s"
-            ),
-            "{}",
-            p.sql
-        );
     }
 
     #[test]
