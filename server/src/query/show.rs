@@ -10,7 +10,6 @@ use crate::cluster::Partial;
 /// The series rows a `SHOW` statement lists: those of its database that its sources and
 /// condition select, as `sql(from, filter)` makes of them; `merged` when the statement lists
 /// or counts series rather than distinct names (see [`meta::local_series`]).
-#[allow(clippy::too_many_arguments)]
 fn listed(
     ctx: &Ctx,
     database_name: &Option<String>,
