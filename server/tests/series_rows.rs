@@ -12,14 +12,18 @@ mod common;
 
 use std::process::Command;
 
+use common::influxql::get;
 use common::Server;
 use serde_json::Value;
 
 /// Set for the helper run: the engine path, then one statement per line.
 const HELPER: &str = "SLUICE_TEST_SERIES_ROWS_SQL";
 
-/// Runs the statements of [`HELPER`] in the engine at its path; a no-op in a normal run.
+/// Runs the statements of [`HELPER`] in the engine at its path: not a test of its own, but
+/// the helper process [`in_engine`] starts (as an ignored test, so that a normal run does not
+/// count it as passing).
 #[test]
+#[ignore = "a helper process of a_series_recorded_twice_counts_once"]
 fn engine_helper() {
     let Ok(spec) = std::env::var(HELPER) else {
         return;
@@ -39,6 +43,7 @@ fn in_engine(path: &std::path::Path, statements: &[&str]) {
     let spec = format!("{}\n{}", path.display(), statements.join("\n"));
     let out = Command::new(std::env::current_exe().expect("this test binary"))
         .args([
+            "--ignored",
             "--exact",
             "engine_helper",
             "--nocapture",
@@ -55,15 +60,11 @@ fn in_engine(path: &std::path::Path, statements: &[&str]) {
     );
 }
 
+/// `q`'s answer in database `g`, which must be a success.
 fn answer(s: &Server, q: &str) -> Value {
-    let path = format!(
-        "/query?db=db&{}",
-        serde_urlencoded::to_string([("q", q)]).unwrap()
-    );
-    let r = s.request("GET", &path, &[], b"");
-    assert_eq!(r.status, 200, "{q}: {}", r.body);
-    let v: Value = serde_json::from_str(&r.body).unwrap();
-    assert!(v["results"][0]["error"].is_null(), "{q}: {}", r.body);
+    let (status, v) = get(&|p| s.request("GET", p, &[], b""), q);
+    assert_eq!(status, 200, "{q}: {v}");
+    assert!(v["results"][0]["error"].is_null(), "{q}: {v}");
     v
 }
 
@@ -82,7 +83,7 @@ fn series_rows(s: &Server) -> (u64, u64) {
 fn a_series_recorded_twice_counts_once() {
     let tmp = tempfile::tempdir().unwrap();
     let mut s = Server::start_in(tmp.path(), &[]);
-    s.request("POST", "/query?q=CREATE%20DATABASE%20db", &[], b"");
+    s.request("POST", "/query?q=CREATE%20DATABASE%20g", &[], b"");
     let mut body = String::new();
     for (i, host) in ["a", "b", "c", "d"].iter().enumerate() {
         let region = if i % 2 == 0 { "r1" } else { "r2" };
@@ -95,9 +96,9 @@ fn a_series_recorded_twice_counts_once() {
         }
         body.push_str(&format!("mem,host={host} used={i} 1600000000\n"));
     }
-    assert_eq!(s.write("db=db&precision=s", &body).status, 204);
-    s.wait_sql("SELECT count() FROM db_autogen_cpu", "20");
-    s.wait_sql("SELECT count() FROM db_autogen_mem", "4");
+    assert_eq!(s.write("db=g&precision=s", &body).status, 204);
+    s.wait_sql("SELECT count() FROM g_autogen_cpu", "20");
+    s.wait_sql("SELECT count() FROM g_autogen_mem", "4");
     let queries = [
         "SHOW SERIES",
         "SHOW SERIES WHERE \"region\" = 'r1'",
