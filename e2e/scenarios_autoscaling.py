@@ -301,6 +301,18 @@ class Mission:
         finally:
             self.sampler.stop()
 
+    def knee_moves(self):
+        """Where the reported knee moved by more than a tenth: (t, replicas, from, to, source)."""
+        moves, last = [], None
+        for x in self.sampler.samples:
+            k = x.get("knee")
+            if k is None:
+                continue
+            if last is None or abs(k - last) > 0.1 * last:
+                moves.append((x["t"], x["replicas"], last, k, x.get("knee_source")))
+                last = k
+        return moves
+
     def changes(self):
         s = self.sampler.samples
         return [(b["t"], a["replicas"], b["replicas"]) for a, b in zip(s, s[1:]) if b["replicas"] != a["replicas"]]
@@ -399,7 +411,7 @@ def calibrated_knee_scales_out_before_p95_breaks_and_back_in_exactly():
             m.run()
             if m.back_to_one is None:
                 raise Fail(f"replicas did not come back to 1 within 300 s of the load falling: "
-                           f"{m.sampler.samples[-3:]}")
+                           f"{m.sampler.samples[-3:]}; the knee's moves: {m.knee_moves()}")
             verdict = judge(m)
             extra.update(verdict)
             # Exactness, through the Service: every acknowledged point once.

@@ -8,6 +8,7 @@
 
 pub mod decide;
 pub mod estimate;
+pub mod pods;
 pub mod run;
 pub mod scrape;
 pub mod traffic;

@@ -14,7 +14,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,47 +24,16 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
 use serde_json::{json, Value};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
-use super::decide::{decide, History, Observed, Policy};
-use super::estimate::{Estimate, Exclusion, Rules, Source, Window};
-use super::scrape::{parse, window, PodSample};
+use super::decide::{decide, Decision, History, Observed, Policy};
+use super::estimate::{Estimate, Exclusion, Rules, Source, Verdict, Window};
+use super::pods::{ready, settling, warming};
+use super::scrape::{parse, window, Payload, PodSample};
+pub use super::scrape::{HttpScrape, Scrape};
 use crate::builders;
 use crate::controller::Context;
 use crate::crd::{CalibrationPhase, IngestTenant};
-
-/// Reads one pod's `/metrics`.
-pub trait Scrape: Send + Sync {
-    fn scrape<'a>(
-        &'a self,
-        pod: &'a Pod,
-    ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
-}
-
-/// `GET http://<pod IP>:8086/metrics`, bounded by a timeout.
-pub struct HttpScrape {
-    pub timeout: Duration,
-}
-
-impl Scrape for HttpScrape {
-    fn scrape<'a>(
-        &'a self,
-        pod: &'a Pod,
-    ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>> {
-        Box::pin(async move {
-            let ip = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.pod_ip.clone())
-                .ok_or("no pod IP")?;
-            let addr = format!("{ip}:{}", crate::validate::HTTP_PORT);
-            match crate::pod_http::request(&addr, "GET", "/metrics", None, self.timeout).await? {
-                (200, body) => Ok(body),
-                (code, _) => Err(format!("{addr}: /metrics answered {code}")),
-            }
-        })
-    }
-}
 
 /// What the loop remembers of a tenant between ticks.
 struct TenantState {
@@ -75,10 +43,9 @@ struct TenantState {
     history: History,
     /// When the calibration the estimate was last reset with finished.
     calibrated_at: Option<Time>,
+    /// When this loop last saw a scale-down's hand-off under way (seconds on its clock).
+    handoff_seen_s: Option<f64>,
 }
-
-/// A pod counts as warming this long after its container started.
-const WARMING: Duration = Duration::from_secs(30);
 
 pub async fn run(
     ctx: Arc<Context>,
@@ -127,6 +94,7 @@ async fn tick(
                 estimate: Estimate::unknown(),
                 history: History::default(),
                 calibrated_at: None,
+                handoff_seen_s: None,
             });
         if let Err(e) = step(ctx, scraper, clock, t, state).await {
             warn!(tenant = %builders::tenant_key(t), error = %e, "autoscaler step failed");
@@ -135,65 +103,59 @@ async fn tick(
     Ok(())
 }
 
-fn ready(p: &Pod) -> bool {
-    p.metadata.deletion_timestamp.is_none()
-        && p.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-/// How long after a scale-down the tenant's windows say nothing about its pods' capacity.
-const AFTER_SCALE_DOWN: Duration = Duration::from_secs(60);
-
-/// Whether `t`'s pods are settling after a scale-down: a hand-off is under way, or one ended
-/// less than [`AFTER_SCALE_DOWN`] ago. The pod that received the data merges it and answers
-/// slowly for a while; judged like any window, that lowered the knee below the load that had
-/// just been scaled in for, and the autoscaler added the pod back.
-fn settling(t: &IngestTenant, now: k8s_openapi::chrono::DateTime<Utc>) -> bool {
-    let Some(s) = t.status.as_ref() else {
-        return false;
-    };
-    s.decommission.is_some()
-        || s.last_scaling.as_ref().is_some_and(|d| {
-            d.to < d.from && (now - d.time.0).num_seconds() < AFTER_SCALE_DOWN.as_secs() as i64
-        })
-}
-
-fn warming(p: &Pod) -> bool {
-    let started = p
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|c| c.first())
-        .and_then(|c| c.state.as_ref())
-        .and_then(|s| s.running.as_ref())
-        .and_then(|r| r.started_at.as_ref());
-    started.is_some_and(|t| (Utc::now() - t.0).num_seconds() < WARMING.as_secs() as i64)
-}
-
-async fn step(
-    ctx: &Context,
-    scraper: &dyn Scrape,
-    clock: Instant,
+/// A window that took the knee down, or would have if it were confirmed, with its figures: the
+/// knee decides how many pods the tenant keeps, and a wrong one must be traceable to its window.
+fn log_lowered(
     t: &IngestTenant,
+    w: &Window,
+    verdict: Verdict,
+    before: Option<f64>,
+    after: Option<f64>,
+) {
+    let lowered = matches!((before, after), (Some(b), Some(a)) if a < b - 0.5)
+        || (before.is_none() && after.is_some());
+    let unconfirmed = verdict == Verdict::Ignored(Exclusion::Unconfirmed);
+    if !(lowered && verdict == Verdict::FellBehind || unconfirmed) {
+        return;
+    }
+    info!(
+        tenant = %builders::tenant_key(t),
+        pod = %w.pod,
+        counted = !unconfirmed,
+        offered_pps = w.offered_pps.round(),
+        answered_pps = w.acked_pps.round(),
+        p95_ms = ?w.p95_ms,
+        refused = w.refused,
+        backlog_bytes_per_s = w.backlog_slope.round(),
+        knee_before = ?before.map(f64::round),
+        knee_after = ?after.map(f64::round),
+        "autoscaler: a pod fell behind",
+    );
+}
+
+/// What one tick's scrapes gave: a window per Ready pod scraped before, the traffic payloads,
+/// how many pods were Ready and how many of those had no earlier sample.
+struct Scraped {
+    windows: Vec<Window>,
+    payloads: Vec<Payload>,
+    ready: i32,
+    unmeasured: i32,
+}
+
+/// Scrapes every Ready pod of `pods` and makes its window since the last scrape, excluded
+/// while the tenant settles or the pod warms; forgets the samples of pods that are gone.
+async fn scrape_windows(
+    scraper: &dyn Scrape,
+    pods: &[Pod],
     state: &mut TenantState,
-) -> Result<(), kube::Error> {
-    let ns = t.namespace().unwrap_or_default();
-    let name = t.name_any();
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let listed = pods
-        .list(&ListParams::default().labels(&builders::selector_string(&name)))
-        .await?;
-    let now_s = clock.elapsed().as_secs_f64();
-    let rules = Rules::new(p95_target_ms(t));
-    let recalibrated = recalibrate(state, t, now_s);
-    let settling = settling(t, Utc::now());
+    now_s: f64,
+    settling: bool,
+) -> Scraped {
     let mut windows: Vec<Window> = Vec::new();
     let mut payloads = Vec::new();
     let mut ready_pods = 0;
     let mut unmeasured = 0;
-    for p in listed.items.iter().filter(|p| ready(p)) {
+    for p in pods.iter().filter(|p| ready(p)) {
         ready_pods += 1;
         let uid = p.uid().unwrap_or_default();
         let sample = match scraper
@@ -215,14 +177,55 @@ async fn step(
                 } else {
                     warming(p).then_some(Exclusion::Warming)
                 };
-                windows.push(window(&prev, prev_s, &sample, now_s, excluded));
+                windows.push(window(
+                    &p.name_any(),
+                    &prev,
+                    prev_s,
+                    &sample,
+                    now_s,
+                    excluded,
+                ));
             }
             None => unmeasured += 1,
         }
     }
     state
         .samples
-        .retain(|uid, _| listed.items.iter().any(|p| p.uid().as_deref() == Some(uid)));
+        .retain(|uid, _| pods.iter().any(|p| p.uid().as_deref() == Some(uid)));
+    Scraped {
+        windows,
+        payloads,
+        ready: ready_pods,
+        unmeasured,
+    }
+}
+
+async fn step(
+    ctx: &Context,
+    scraper: &dyn Scrape,
+    clock: Instant,
+    t: &IngestTenant,
+    state: &mut TenantState,
+) -> Result<(), kube::Error> {
+    let ns = t.namespace().unwrap_or_default();
+    let name = t.name_any();
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let listed = pods
+        .list(&ListParams::default().labels(&builders::selector_string(&name)))
+        .await?;
+    let now_s = clock.elapsed().as_secs_f64();
+    let rules = Rules::new(p95_target_ms(t));
+    let recalibrated = recalibrate(state, t, now_s);
+    if t.status.as_ref().is_some_and(|s| s.decommission.is_some()) {
+        state.handoff_seen_s = Some(now_s);
+    }
+    let settling = settling(t, Utc::now(), state.handoff_seen_s.map(|seen| now_s - seen));
+    let Scraped {
+        windows,
+        payloads,
+        ready: ready_pods,
+        unmeasured,
+    } = scrape_windows(scraper, &listed.items, state, now_s, settling).await;
     let api: Api<IngestTenant> = Api::namespaced(ctx.client.clone(), &ns);
     let traffic = super::traffic::aggregate(&payloads)
         .filter(|tr| t.status.as_ref().and_then(|s| s.traffic.as_ref()) != Some(tr));
@@ -253,48 +256,13 @@ async fn step(
         return Ok(());
     };
     for w in &windows {
-        state.estimate.observe(w, &rules);
+        let before = state.estimate.knee(now_s, &rules);
+        let verdict = state.estimate.observe(w, &rules);
+        log_lowered(t, w, verdict, before, state.estimate.knee(now_s, &rules));
     }
     let knee = state.estimate.knee(now_s, &rules);
-    let (min, max) = t
-        .spec
-        .scaling
-        .as_ref()
-        .map_or((t.spec.replicas, t.spec.replicas), |s| {
-            (s.min_replicas, s.max_replicas)
-        });
-    let mut policy = Policy::new(min, max, rules.criteria.p95_max_ms);
-    // Removing a pod is safe: the reconciler decommissions it first.
-    policy.scale_down = true;
-    let a = &t.spec.autoscaling;
-    policy.down_stabilisation_s = seconds(&a.scale_down_window, policy.down_stabilisation_s);
-    policy.cooldown_s = seconds(&a.scale_down_cooldown, policy.cooldown_s);
-    let d = decide(&policy, &obs, knee, &mut state.history);
-    let m = &ctx.metrics;
-    let key = builders::tenant_key(t);
-    m.autoscaler_decisions
-        .with_label_values(&[d.reason.as_str()])
-        .inc();
-    m.autoscaler_offered
-        .with_label_values(&[&key])
-        .set(obs.offered_pps);
-    m.autoscaler_desired
-        .with_label_values(&[&key])
-        .set(d.replicas as f64);
-    m.autoscaler_at_max
-        .with_label_values(&[&key])
-        .set(f64::from(u8::from(
-            d.reason == super::decide::Reason::AtMax,
-        )));
-    m.autoscaler_p95_target
-        .with_label_values(&[&key])
-        .set(rules.criteria.p95_max_ms / 1000.0);
-    if let Some(k) = knee {
-        m.autoscaler_knee.with_label_values(&[&key]).set(k);
-    }
-    if let Some(p) = obs.p95_ms {
-        m.autoscaler_p95.with_label_values(&[&key]).set(p / 1000.0);
-    }
+    let d = decide(&policy(t, &rules), &obs, knee, &mut state.history);
+    export(ctx, &builders::tenant_key(t), &obs, &d, knee, &rules);
     let now = Time(Utc::now());
     let mut status = json!({
         "rate": obs.offered_pps.round(),
@@ -361,6 +329,59 @@ struct Tenant {
     ready: i32,
     /// Ready pods scraped for the first time at this tick: no window yet.
     unmeasured: i32,
+}
+
+/// The decision's policy for `t`: its `scaling` bounds and scale-down timing.
+fn policy(t: &IngestTenant, rules: &Rules) -> Policy {
+    let (min, max) = t
+        .spec
+        .scaling
+        .as_ref()
+        .map_or((t.spec.replicas, t.spec.replicas), |s| {
+            (s.min_replicas, s.max_replicas)
+        });
+    let mut policy = Policy::new(min, max, rules.criteria.p95_max_ms);
+    // Removing a pod is safe: the reconciler decommissions it first.
+    policy.scale_down = true;
+    let a = &t.spec.autoscaling;
+    policy.down_stabilisation_s = seconds(&a.scale_down_window, policy.down_stabilisation_s);
+    policy.cooldown_s = seconds(&a.scale_down_cooldown, policy.cooldown_s);
+    policy
+}
+
+/// The operator's autoscaler metrics for tenant `key` after a decision.
+fn export(
+    ctx: &Context,
+    key: &str,
+    obs: &Observed,
+    d: &Decision,
+    knee: Option<f64>,
+    rules: &Rules,
+) {
+    let m = &ctx.metrics;
+    m.autoscaler_decisions
+        .with_label_values(&[d.reason.as_str()])
+        .inc();
+    m.autoscaler_offered
+        .with_label_values(&[key])
+        .set(obs.offered_pps);
+    m.autoscaler_desired
+        .with_label_values(&[key])
+        .set(d.replicas as f64);
+    m.autoscaler_at_max
+        .with_label_values(&[key])
+        .set(f64::from(u8::from(
+            d.reason == super::decide::Reason::AtMax,
+        )));
+    m.autoscaler_p95_target
+        .with_label_values(&[key])
+        .set(rules.criteria.p95_max_ms / 1000.0);
+    if let Some(k) = knee {
+        m.autoscaler_knee.with_label_values(&[key]).set(k);
+    }
+    if let Some(p) = obs.p95_ms {
+        m.autoscaler_p95.with_label_values(&[key]).set(p / 1000.0);
+    }
 }
 
 /// What the decision sees of the tenant in this tick's windows; `None` when no window counts
@@ -468,24 +489,10 @@ fn p95_target_ms(t: &IngestTenant) -> f64 {
 mod tests {
     use super::*;
     use crate::autoscale::decide::Reason;
-    use crate::crd::{IngestTenantStatus, ScalingDecision};
-
-    fn scaled(from: i32, to: i32, secs_ago: i64) -> IngestTenant {
-        let mut t = crate::testing::tenant(crate::testing::autoscaled());
-        t.status = Some(IngestTenantStatus {
-            last_scaling: Some(ScalingDecision {
-                time: Time(Utc::now() - k8s_openapi::chrono::Duration::seconds(secs_ago)),
-                from,
-                to,
-                reason: "Forecast".into(),
-            }),
-            ..Default::default()
-        });
-        t
-    }
 
     fn window(offered: f64, p95: f64, excluded: Option<Exclusion>) -> Window {
         Window {
+            pod: "p-0".into(),
             end_s: 100.0,
             offered_pps: offered,
             acked_pps: offered,
@@ -578,17 +585,5 @@ mod tests {
         let without = observed(&two_pods(), &ws[..1], &rules).unwrap();
         let d = decide(&policy, &without, Some(15_000.0), &mut history);
         assert_eq!(d.reason, Reason::Plateau);
-    }
-
-    #[test]
-    fn windows_right_after_a_scale_down_say_nothing() {
-        let now = Utc::now();
-        assert!(settling(&scaled(2, 1, 10), now));
-        assert!(!settling(&scaled(2, 1, 120), now), "long after");
-        assert!(!settling(&scaled(1, 2, 10), now), "a scale-up");
-        assert!(!settling(
-            &crate::testing::tenant(crate::testing::autoscaled()),
-            now
-        ));
     }
 }

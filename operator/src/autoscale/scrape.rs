@@ -3,9 +3,47 @@
 //! histogram's bucket deltas (the bound of the bucket the 95th percentile falls in: never
 //! optimistic), write requests refused with 503, and how fast the WAL backlog grew.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
 use sluice_core::metric_names as names;
 
 use super::estimate::{Exclusion, Window};
+
+/// Reads one pod's `/metrics`.
+pub trait Scrape: Send + Sync {
+    fn scrape<'a>(
+        &'a self,
+        pod: &'a Pod,
+    ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>>;
+}
+
+/// `GET http://<pod IP>:8086/metrics`, bounded by a timeout.
+pub struct HttpScrape {
+    pub timeout: Duration,
+}
+
+impl Scrape for HttpScrape {
+    fn scrape<'a>(
+        &'a self,
+        pod: &'a Pod,
+    ) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + 'a>> {
+        Box::pin(async move {
+            let ip = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.pod_ip.clone())
+                .ok_or("no pod IP")?;
+            let addr = format!("{ip}:{}", crate::validate::HTTP_PORT);
+            match crate::pod_http::request(&addr, "GET", "/metrics", None, self.timeout).await? {
+                (200, body) => Ok(body),
+                (code, _) => Err(format!("{addr}: /metrics answered {code}")),
+            }
+        })
+    }
+}
 
 /// The figures of one scrape. Counters are as exported (totals since the process started).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -194,6 +232,7 @@ pub fn parse(text: &str) -> Result<PodSample, ScrapeError> {
 /// The window between two scrapes of one pod, `prev_s` and `next_s` seconds apart on a
 /// steady clock. A counter that went backwards means the process restarted in between.
 pub fn window(
+    pod: &str,
     prev: &PodSample,
     prev_s: f64,
     next: &PodSample,
@@ -211,6 +250,7 @@ pub fn window(
             .zip(&prev.write_buckets)
             .any(|(n, p)| n.1 < p.1);
     Window {
+        pod: pod.to_string(),
         end_s: next_s,
         offered_pps: (next.offered - prev.offered).max(0.0) / dt,
         acked_pps: (next.acked + next.rejected - prev.acked - prev.rejected).max(0.0) / dt,
@@ -259,7 +299,7 @@ mod tests {
         assert_eq!(a.write_buckets.last(), Some(&(f64::INFINITY, 20.0)));
         let b = parse(SECOND).unwrap();
         assert_eq!(b.acked, 300_000.0);
-        let w = window(&a, 100.0, &b, 110.0, None);
+        let w = window("p-0", &a, 100.0, &b, 110.0, None);
         assert_eq!(w.offered_pps, 20_000.0);
         assert_eq!(w.acked_pps, 20_000.0);
         // 35 of the 40 new requests took at most 12.8 ms, all at most 25.6 ms.
@@ -271,10 +311,10 @@ mod tests {
     fn a_restart_between_scrapes_excludes_the_window() {
         let a = parse(FIRST).unwrap();
         let b = parse(SECOND).unwrap();
-        let w = window(&b, 0.0, &a, 10.0, None);
+        let w = window("p-0", &b, 0.0, &a, 10.0, None);
         assert_eq!(w.excluded, Some(Exclusion::Restarted));
         assert_eq!(w.offered_pps, 0.0);
-        let w = window(&a, 0.0, &b, 10.0, Some(Exclusion::Draining));
+        let w = window("p-0", &a, 0.0, &b, 10.0, Some(Exclusion::Draining));
         assert_eq!(w.excluded, Some(Exclusion::Draining));
     }
 
@@ -325,7 +365,7 @@ mod tests {
         };
         let (a, b) = (sample(1000, 900, 60, 40), sample(11_000, 9_900, 660, 440));
         assert_eq!(b.rejected, 1_100.0);
-        let w = window(&a, 0.0, &b, 10.0, None);
+        let w = window("p-0", &a, 0.0, &b, 10.0, None);
         assert_eq!((w.offered_pps, w.acked_pps), (1_000.0, 1_000.0));
         assert_eq!(w.excluded, None);
     }
