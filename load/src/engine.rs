@@ -333,6 +333,38 @@ impl Schedule<'_> {
     }
 }
 
+/// Opens `n` connections to the target. One that fails is left unopened: it connects on its
+/// first request, whose failure then counts as a `connect` error of its step. Only when none
+/// opens is the run an error: the target is wrong or down, and a run of failures would say
+/// less than the address. Behind a Kubernetes Service one connection in many can land on a
+/// pod that just left before every node's rules forget it ("No route to host"); that aborted
+/// a whole e2e run where the other 47 connections of the step were fine.
+async fn open_connections(
+    shared: &Shared,
+    n: usize,
+    timeout: Duration,
+) -> Result<Vec<Option<tokio::net::TcpStream>>> {
+    let mut attempts = Vec::with_capacity(n);
+    for _ in 0..n {
+        attempts.push(connect(&shared.authority, timeout).await);
+    }
+    some_opened(attempts).map_err(|source| Error::Connect {
+        addr: shared.authority.clone(),
+        source,
+    })
+}
+
+/// The streams of `attempts`, a failed one as `None`; the first error when all failed.
+fn some_opened<T>(attempts: Vec<std::io::Result<T>>) -> std::io::Result<Vec<Option<T>>> {
+    if !attempts.is_empty() && attempts.iter().all(|a| a.is_err()) {
+        return Err(attempts
+            .into_iter()
+            .find_map(|a| a.err())
+            .unwrap_or_else(|| std::io::Error::other("no connection")));
+    }
+    Ok(attempts.into_iter().map(|a| a.ok()).collect())
+}
+
 async fn run_open(
     cfg: &LoadConfig,
     shared: &Arc<Shared>,
@@ -344,18 +376,13 @@ async fn run_open(
     let idle = Arc::new(IdlePool::new(0..cfg.connections, cfg.spread));
     let mut senders = Vec::with_capacity(cfg.connections);
     let mut tasks = Vec::with_capacity(cfg.connections);
-    for id in 0..cfg.connections {
-        let stream = connect(&shared.authority, cfg.timeout)
-            .await
-            .map_err(|source| Error::Connect {
-                addr: shared.authority.clone(),
-                source,
-            })?;
+    let streams = open_connections(shared, cfg.connections, cfg.timeout).await?;
+    for (id, stream) in streams.into_iter().enumerate() {
         let (tx, mut rx) = mpsc::channel::<Job>(1);
         senders.push(tx);
         let (shared, idle) = (shared.clone(), idle.clone());
         tasks.push(tokio::spawn(async move {
-            let mut conn = Conn::new(Some(stream));
+            let mut conn = Conn::new(stream);
             while let Some(job) = rx.recv().await {
                 let outcome = conn.exchange(&shared, job.seq).await;
                 job.stats.complete(job.due, &outcome);
@@ -442,16 +469,11 @@ async fn run_closed(
     let seq = Arc::new(AtomicU64::new(0));
     let mut results = Vec::new();
     for (i, &n) in vus.iter().enumerate() {
-        let mut conns = Vec::with_capacity(n);
-        for _ in 0..n {
-            let s = connect(&shared.authority, cfg.timeout)
-                .await
-                .map_err(|source| Error::Connect {
-                    addr: shared.authority.clone(),
-                    source,
-                })?;
-            conns.push(Conn::new(Some(s)));
-        }
+        let conns: Vec<Conn> = open_connections(shared, n, cfg.timeout)
+            .await?
+            .into_iter()
+            .map(Conn::new)
+            .collect();
         let stats = StepStats::new();
         progress.set(
             format!("[{}/{}] {n} virtual users", i + 1, vus.len()),
@@ -488,4 +510,24 @@ async fn run_closed(
         }
     }
     Ok((results, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Error, ErrorKind};
+
+    use super::some_opened;
+
+    #[test]
+    fn a_failed_connection_is_left_for_later_unless_all_failed() {
+        let unreachable = || Err(Error::new(ErrorKind::HostUnreachable, "no route to host"));
+        let opened = some_opened(vec![Ok(1), unreachable(), Ok(3)]).expect("some opened");
+        assert_eq!(opened, vec![Some(1), None, Some(3)]);
+        let err = some_opened::<i32>(vec![unreachable(), unreachable()]).expect_err("none");
+        assert_eq!(err.kind(), ErrorKind::HostUnreachable);
+        assert_eq!(
+            some_opened::<i32>(Vec::new()).expect("none asked"),
+            Vec::new()
+        );
+    }
 }
