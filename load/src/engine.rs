@@ -356,13 +356,13 @@ async fn open_connections(
 
 /// The streams of `attempts`, a failed one as `None`; the first error when all failed.
 fn some_opened<T>(attempts: Vec<std::io::Result<T>>) -> std::io::Result<Vec<Option<T>>> {
-    if !attempts.is_empty() && attempts.iter().all(|a| a.is_err()) {
-        return Err(attempts
-            .into_iter()
-            .find_map(|a| a.err())
-            .unwrap_or_else(|| std::io::Error::other("no connection")));
+    if attempts.iter().all(Result::is_err) {
+        if let Some(Err(e)) = attempts.into_iter().next() {
+            return Err(e);
+        }
+        return Ok(Vec::new());
     }
-    Ok(attempts.into_iter().map(|a| a.ok()).collect())
+    Ok(attempts.into_iter().map(Result::ok).collect())
 }
 
 async fn run_open(
