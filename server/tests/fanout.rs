@@ -8,6 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::generated::{statement, Rng};
 use common::influxql::{
     fitted_queries, get, points, queries, regrouped_queries, same_within, settled, FITTED,
 };
@@ -156,6 +157,12 @@ fn three_pods_answer_every_query_as_one_pod_holding_everything() {
     all.push(format!(
         "SELECT integral(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m)"
     ));
+    // Generated statements too (`common::generated`), as `influxql_generated.rs` sends them
+    // to InfluxDB 1.8.
+    let gen_seed = common::test_seed();
+    println!("generated statements: SLUICE_TEST_SEED={gen_seed} repeats them");
+    let mut rng = Rng(gen_seed);
+    all.extend((0..150).map(|_| statement(&mut rng)));
     let exact = all.len();
     // The means of three pods' shares are summed in another order than one pod's.
     all.extend(fitted_queries());

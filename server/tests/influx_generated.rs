@@ -18,30 +18,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use common::generated::Rng;
 use common::influxd::Influxd;
 use common::Server;
 use serde_json::Value;
-
-/// A small, seedable generator (xorshift64*), so a failing run can be repeated exactly.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-}
 
 const MEASUREMENTS: &[&str] = &["m0", "m1", "m2", "m3"];
 /// Where the lines after an unterminated string of their request go (see [`body`]).

@@ -11,38 +11,16 @@ mod common;
 
 use common::influxd::Influxd;
 use common::influxql::{
-    fitted_queries, get, points, queries, regrouped, regrouped_queries, same_within, settled,
-    FITTED,
+    fitted_queries, get, load, queries, regrouped, regrouped_queries, same_within, settled, FITTED,
 };
 use common::Server;
 use serde_json::Value;
-use std::time::{Duration, Instant};
 
 #[test]
 fn influxql_answers_match_influxdb_1_8() {
     let influxd = Influxd::start();
     let sluice = Server::start(&[]);
-    let body = points();
-    let create = "/query?q=CREATE%20DATABASE%20g";
-    assert_eq!(influxd.request("POST", create, &[], b"").status, 200);
-    assert_eq!(sluice.request("POST", create, &[], b"").status, 200);
-    let w = influxd.request("POST", "/write?db=g&precision=s", &[], body.as_bytes());
-    assert_eq!(w.status, 204, "influxd write: {}", w.body);
-    let w = sluice.write("db=g&precision=s", &body);
-    assert_eq!(w.status, 204, "sluice write: {}", w.body);
-    let n = body.lines().filter(|l| l.starts_with("cpu")).count();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while sluice
-        .sql("SELECT count() FROM g_autogen_cpu FORMAT TSV")
-        .trim()
-        != n.to_string()
-    {
-        assert!(Instant::now() < deadline, "sluice did not flush the points");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    sluice.wait_sql("SELECT count() FROM g_autogen_mem", "30");
-    let live = body.lines().filter(|l| l.starts_with("live")).count();
-    sluice.wait_sql("SELECT count() FROM g_autogen_live", &live.to_string());
+    load(&influxd, &sluice);
 
     let influx_get = |p: &str| influxd.request("GET", p, &[], b"");
     let sluice_get = |p: &str| sluice.request("GET", p, &[], b"");

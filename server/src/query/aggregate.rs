@@ -3,7 +3,7 @@
 
 use sluice_influxql::{Expr, Fill};
 
-use super::buckets::{linear_sql, Bucketing};
+use super::buckets::{linear_sql, real_groups, Bucketing};
 use super::cond::{self, Operand};
 use super::functions;
 use super::math;
@@ -24,11 +24,14 @@ impl Query<'_> {
             self.in_key_order(),
         );
         let mut cols = Vec::new();
+        // What makes a group's bucket a point: a value of some call (see `having`).
+        let mut present = Vec::new();
         let mut counts = Vec::new();
         let mut transforms = Vec::new();
         // Per expression, what the outer query makes of its filled calls (else its column).
         let mut outer: Vec<Option<String>> = Vec::new();
         let fill = self.stmt.fill.unwrap_or(Fill::Null);
+        let desc = self.descending();
         for (i, e) in exprs.iter().enumerate() {
             // `derivative(mean(v), 1s)`: the aggregate per bucket here, the transform over the
             // buckets after the gaps are filled.
@@ -63,14 +66,16 @@ impl Query<'_> {
                 let mut parts = Vec::new();
                 let whole = self.agg_expr(e, &mut states, &mut |name, sql| {
                     let c = format!("{}_{}", value_col(i), parts.len());
-                    parts.push(format!("toNullable({sql}) AS {c}"));
-                    fill_sql(&c, fill, name == "count")
+                    parts.push(format!("toNullable({}) AS {c}", no_values(name, sql)));
+                    present.push(format!("{c} IS NOT NULL"));
+                    fill_sql(&c, fill, name == "count", desc)
                 })?;
                 cols.extend(parts);
                 outer.push(Some(whole));
             } else {
-                let sql = self.agg_expr(e, &mut states, &mut |_, sql| sql)?;
+                let sql = self.agg_expr(e, &mut states, &mut no_values)?;
                 cols.push(format!("toNullable({sql}) AS {}", value_col(i)));
+                present.push(format!("{} IS NOT NULL", value_col(i)));
                 outer.push(None);
             }
             if matches!(e, Expr::Call { name, .. } if name == "count") {
@@ -94,6 +99,10 @@ impl Query<'_> {
         } else {
             TAGS.to_string()
         };
+        // A bucket (or range) where no call has a value is no point in InfluxDB, even where
+        // the measurement has rows of other fields: it is no row, and a series without one
+        // is not answered; a fill then treats the bucket as empty.
+        let having = format!(" HAVING {}", present.join(" OR "));
         let inner = match self.mode {
             Mode::Partial | Mode::Shape => {
                 return Ok(self.partial_states(&states, bucketing.as_ref(), two_phase, &floor))
@@ -105,7 +114,7 @@ impl Query<'_> {
                     time
                 };
                 format!(
-                    "SELECT {TAGS}, {time} AS {TIME}, {} FROM {source} GROUP BY {keys}",
+                    "SELECT {TAGS}, {time} AS {TIME}, {} FROM {source} GROUP BY {keys}{having}",
                     cols.join(", ")
                 )
             }
@@ -116,7 +125,7 @@ impl Query<'_> {
                 };
                 let first = self.first_phase(&states, bucketing.as_ref(), &floor);
                 format!(
-                    "SELECT {} AS {TAGS}, {time} AS {TIME}, {} FROM {first} GROUP BY {keys}",
+                    "SELECT {} AS {TAGS}, {time} AS {TIME}, {} FROM {first} GROUP BY {keys}{having}",
                     self.grouping.sql(),
                     cols.join(", "),
                 )
@@ -124,7 +133,7 @@ impl Query<'_> {
             Mode::Whole => {
                 let join = self.grouping.tagged() || self.filter.rows_use_tags;
                 format!(
-                    "SELECT {} AS {TAGS}, {time} AS {TIME}, {} {} GROUP BY {keys}",
+                    "SELECT {} AS {TAGS}, {time} AS {TIME}, {} {} GROUP BY {keys}{having}",
                     self.grouping.sql(),
                     cols.join(", "),
                     self.tables_and_filter(join, &floor)
@@ -142,14 +151,19 @@ impl Query<'_> {
                 let c = value_col(i);
                 let v = match whole {
                     Some(whole) => whole.clone(),
-                    None if filled => fill_sql(&c, fill, counts.contains(&i)),
+                    None if filled => fill_sql(&c, fill, counts.contains(&i), desc),
                     None => c.clone(),
                 };
                 format!("{v} AS {c}")
             })
             .collect();
+        let real = if filled {
+            format!(" WHERE {}", real_groups())
+        } else {
+            String::new()
+        };
         let rows = format!(
-            "SELECT {TAGS}, {TIME}, {} FROM ({inner})",
+            "SELECT {TAGS}, {TIME}, {} FROM ({inner}){real}",
             outer_cols.join(", ")
         );
         if !transforms.is_empty() {
@@ -363,13 +377,29 @@ impl Query<'_> {
 /// nothing without buckets.
 /// Column `c` of a bucket with `fill` applied; an empty bucket's `count` is 0 under
 /// `fill(null)`.
-fn fill_sql(c: &str, fill: Fill, count: bool) -> String {
+/// A call's value where it has no values to work on: `count` of none is no value (InfluxDB
+/// has no point there, and fills it as an empty bucket), not 0; the others are NULL already.
+fn no_values(name: &str, sql: String) -> String {
+    if name == "count" {
+        // Int64, InfluxDB's type of a count: a fill of -1 must fit it.
+        format!("nullIf(toInt64({sql}), 0)")
+    } else {
+        sql
+    }
+}
+
+/// `fill(previous)` takes the bucket before in the answer's order (`desc`: the later one), as
+/// InfluxDB fills while it iterates. A number is cast to the call's type, as InfluxDB casts
+/// it: an integer aggregate filled with 2.5 is 2 (and an integer and a float have no common
+/// type in the engine).
+fn fill_sql(c: &str, fill: Fill, count: bool, desc: bool) -> String {
+    let dir = if desc { " DESC" } else { "" };
     match fill {
         Fill::Null if count => format!("ifNull({c}, 0)"),
-        Fill::Integer(n) => format!("ifNull({c}, {n})"),
-        Fill::Float(x) => format!("ifNull({c}, {x:?})"),
+        Fill::Integer(n) => format!("ifNull({c}, CAST({n}, toTypeName({c})))"),
+        Fill::Float(x) => format!("ifNull({c}, CAST({x:?}, toTypeName({c})))"),
         Fill::Previous => format!(
-            "ifNull({c}, last_value({c}) OVER (PARTITION BY {TAGS} ORDER BY {TIME} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))"
+            "ifNull({c}, last_value({c}) OVER (PARTITION BY {TAGS} ORDER BY {TIME}{dir} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))"
         ),
         Fill::Linear => linear_sql(c),
         _ => c.to_string(),

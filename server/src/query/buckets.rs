@@ -7,7 +7,9 @@ use super::plan::{TAGS, TIME};
 use super::PlanError;
 
 /// Linear interpolation between the nearest present buckets before and after, inside the
-/// series; none at its edges (InfluxDB's `fill(linear)`).
+/// series; none at its edges (InfluxDB's `fill(linear)`). Computed as InfluxDB computes it
+/// (the slope times the distance, plus the value before, in floats) and cast to the column's
+/// type: an integer aggregate's gap is truncated to an integer.
 pub fn linear_sql(c: &str) -> String {
     let before = format!(
         "PARTITION BY {TAGS} ORDER BY {TIME} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING"
@@ -19,7 +21,14 @@ pub fn linear_sql(c: &str) -> String {
     let pt = format!("last_value(if({c} IS NULL, NULL, {TIME})) OVER ({before})");
     let nv = format!("first_value({c}) OVER ({after})");
     let nt = format!("first_value(if({c} IS NULL, NULL, {TIME})) OVER ({after})");
-    format!("ifNull({c}, {pv} + ({nv} - {pv}) * ({TIME} - {pt}) / ({nt} - {pt}))")
+    let slope = format!("toFloat64({nv} - {pv}) / toFloat64({nt} - {pt})");
+    // An integer's line is truncated, as Go converts it. The engine computes the line for
+    // every row, a gap or not, and casts the values under NULLs too, so the cast is one that
+    // cannot fail: a NaN (of a NaN beside the gap, or of no gap) is NULL as an integer and
+    // stays NaN as a float.
+    let line = format!("{slope} * toFloat64({TIME} - {pt}) + toFloat64({pv})");
+    let ty = format!("toTypeName({c})");
+    format!("ifNull({c}, accurateCastOrNull(if({ty} LIKE '%Int%', trunc({line}), {line}), {ty}))")
 }
 
 pub struct Bucketing {
@@ -31,6 +40,11 @@ pub struct Bucketing {
     /// midnight), as in InfluxDB: a time is shifted by the zone's UTC offset at that time
     /// before it is cut, and back after.
     pub zone: Option<String>,
+}
+
+/// The condition on rows around a [`Bucketing::fill_sql`] that keeps the groups that exist.
+pub fn real_groups() -> String {
+    format!("{TAGS} != ''")
 }
 
 impl Bucketing {
@@ -58,6 +72,10 @@ impl Bucketing {
     }
 
     /// `ORDER BY ... WITH FILL`: every bucket of the range in each series.
+    /// `ORDER BY` the tags and bucket `WITH FILL` over the range. Over no rows at all the engine
+    /// still fills the range, with empty tags (the column's default, where a real group's tags
+    /// are a JSON object); a query around it keeps only [`real_groups`], as InfluxDB answers
+    /// no series when nothing matched.
     pub fn fill_sql(&self) -> Result<String, PlanError> {
         let bound = |t: i64| match self.zone {
             None => format!("toInt64({})", self.start_of(t)),

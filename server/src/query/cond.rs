@@ -89,6 +89,17 @@ pub struct TimeRange {
 }
 
 impl TimeRange {
+    /// One interval more before the range (`descending`: after it), for the transforms that
+    /// InfluxDB gives a bucket to compare the range's first one with ([`super::functions::
+    /// reads_a_bucket_more`]). An open end stays open.
+    pub fn widen(&mut self, every: i64, descending: bool) {
+        if descending {
+            self.max = self.max.map(|t| t.saturating_add(every));
+        } else {
+            self.min = self.min.map(|t| t.saturating_sub(every));
+        }
+    }
+
     fn narrow(&mut self, op: BinaryOp, t: i64) {
         let (lo, hi) = match op {
             BinaryOp::Gt => (Some(t.saturating_add(1)), None),
@@ -112,6 +123,9 @@ impl TimeRange {
 #[derive(Debug, Default)]
 pub struct Where {
     pub range: TimeRange,
+    /// The range the statement asked for, where a transform had [`TimeRange::widen`] read a
+    /// bucket more: that bucket's rows feed the transform and are not answered.
+    pub asked: Option<TimeRange>,
     /// SQL over the series table's `tags` column.
     pub series: Vec<String>,
     /// SQL over `m` (the measurement table) and `s.tags`.
@@ -462,6 +476,22 @@ fn op_sql(op: BinaryOp) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn widening_moves_the_end_a_transform_reads_past_and_keeps_an_open_end_open() {
+        let mut r = TimeRange {
+            min: Some(600),
+            max: Some(1200),
+        };
+        r.widen(60, false);
+        assert_eq!((r.min, r.max), (Some(540), Some(1200)));
+        r.widen(60, true);
+        assert_eq!((r.min, r.max), (Some(540), Some(1260)));
+        let mut open = TimeRange::default();
+        open.widen(60, false);
+        open.widen(60, true);
+        assert_eq!(open, TimeRange::default());
+    }
 
     fn scope(fields: &BTreeMap<String, FieldType>) -> Scope<'_> {
         Scope {

@@ -189,11 +189,16 @@ pub fn call_sql(
             states.agg("argMax", None, &format!("{x}, {key}"))
         }
         "spread" => format!("({} - {})", agg("max", &x), agg("min", &x)),
-        "stddev" => format!(
-            "if({} < 2, NULL, {})",
-            agg("count", &x),
-            agg("stddevSamp", &x)
-        ),
+        // Of one point InfluxDB answers NaN, written as null: a value to `fill` (which leaves
+        // it), to `fill(previous)` (which carries it) and to transforms (whose answers from
+        // it are NaN too). Of no point, no value.
+        "stddev" => {
+            let n = agg("count", &x);
+            format!(
+                "multiIf({n} = 0, NULL, {n} = 1, nan, {})",
+                agg("stddevSamp", &x)
+            )
+        }
         // The most frequent value, the smallest of those on a tie (InfluxDB sorts first).
         "mode" => {
             let counts = agg(
@@ -264,15 +269,23 @@ impl Transform {
         }
     }
 
-    /// The transform of column `c`, partitioned by series and ordered by time. The previous
-    /// value is the last one present before the bucket (InfluxDB skips empty buckets).
-    pub fn sql(&self, c: &str) -> String {
+    /// The transform of column `c`, partitioned by series and ordered by time (`desc`: latest
+    /// first, as InfluxDB iterates under `ORDER BY time DESC`). The previous value is the last
+    /// one present before the bucket in that order (InfluxDB skips empty buckets). Under
+    /// `desc` InfluxDB's derivative divides by the time back to the later point, so it comes
+    /// out with the sign of the difference; `elapsed` is negative. `beyond`: SQL true for the
+    /// rows of a bucket read beyond the asked range for other transforms, which a
+    /// `cumulative_sum` (that reads none) leaves out of its sums.
+    pub fn sql(&self, c: &str, desc: bool, beyond: Option<&str>) -> String {
         use super::plan::{TAGS, TIME};
-        let part = format!("PARTITION BY {TAGS} ORDER BY {TIME}");
+        let dir = if desc { " DESC" } else { "" };
+        let part = format!("PARTITION BY {TAGS} ORDER BY {TIME}{dir}");
         let before = format!("({part} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)");
-        let x = format!("toFloat64({c})");
+        // Nullable even where a fill made the column a plain number: before a series' first
+        // bucket the window is empty, and its `last_value` must be NULL, not 0.
+        let x = format!("toNullable(toFloat64({c}))");
         let pv = format!("last_value({x}) OVER {before}");
-        let pt = format!("last_value(if({c} IS NULL, NULL, {TIME})) OVER {before}");
+        let pt = format!("last_value(if(({x}) IS NULL, NULL, {TIME})) OVER {before}");
         let non_negative = |v: String, yes: bool| {
             if yes {
                 format!("if(({v}) < 0, NULL, {v})")
@@ -281,20 +294,33 @@ impl Transform {
             }
         };
         match *self {
-            Transform::Derivative { unit, non_negative: nn } => non_negative(
-                format!("({x} - {pv}) * {unit} / ({TIME} - {pt})"),
-                nn,
-            ),
+            Transform::Derivative {
+                unit,
+                non_negative: nn,
+            } => {
+                let span = if desc {
+                    format!("({pt} - {TIME})")
+                } else {
+                    format!("({TIME} - {pt})")
+                };
+                non_negative(format!("({x} - {pv}) * {unit} / {span}"), nn)
+            }
             Transform::Difference { non_negative: nn } => non_negative(format!("({x} - {pv})"), nn),
-            Transform::CumulativeSum => format!(
-                "if({c} IS NULL, NULL, sum({x}) OVER ({part} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))"
-            ),
+            Transform::CumulativeSum => {
+                let x = match beyond {
+                    Some(b) => format!("if({b}, NULL, {x})"),
+                    None => x,
+                };
+                format!(
+                    "if(({x}) IS NULL, NULL, sum({x}) OVER ({part} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))"
+                )
+            }
             Transform::Elapsed(unit) => {
-                format!("if({c} IS NULL, NULL, intDiv({TIME} - {pt}, {unit}))")
+                format!("if(({x}) IS NULL, NULL, intDiv({TIME} - {pt}, {unit}))")
             }
             Transform::MovingAverage(n) => {
                 let w = format!("({part} ROWS BETWEEN {} PRECEDING AND CURRENT ROW)", n - 1);
-                format!("if({c} IS NULL OR count({x}) OVER {w} < {n}, NULL, avg({x}) OVER {w})")
+                format!("if(({x}) IS NULL OR count({x}) OVER {w} < {n}, NULL, avg({x}) OVER {w})")
             }
         }
     }
@@ -367,6 +393,22 @@ pub fn is_raw_transform(e: &Expr) -> bool {
     };
     matches!(e, Expr::Call { name, args }
         if TRANSFORMS.contains(&name.as_str()) && matches!(args.first(), Some(Expr::VarRef { .. })))
+}
+
+/// Whether `e` (or the transform inside its math) is a transform over buckets that InfluxDB
+/// 1.8 feeds one bucket more than the range holds (before it, or after it in descending
+/// order; its `buildCallIterator` moves the start by an interval): the range's first bucket
+/// then has one to compare with, and with it the points of that interval. `cumulative_sum`
+/// is not one of them.
+pub fn reads_a_bucket_more(e: &Expr) -> bool {
+    let e = match super::math::around_transform(e) {
+        Ok(Some((_, t))) => t,
+        _ => e,
+    };
+    matches!(e, Expr::Call { name, args }
+        if TRANSFORMS.contains(&name.as_str())
+            && name != "cumulative_sum"
+            && matches!(args.first(), Some(Expr::Call { .. })))
 }
 
 pub fn is_transform(name: &str) -> bool {

@@ -32,6 +32,7 @@ mod raw;
 mod reads;
 pub mod select;
 mod select_list;
+mod series_limit;
 pub mod shape;
 pub mod shapes;
 pub mod show;

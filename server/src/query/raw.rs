@@ -120,11 +120,15 @@ impl Query<'_> {
         width: usize,
         transforms: &[Transformed],
     ) -> Result<String, PlanError> {
+        let beyond = self.beyond_asked();
         let mut cols = Vec::new();
         for i in 0..width {
             let c = value_col(i);
             cols.push(match transforms.iter().find(|(j, _, _)| *j == i) {
-                Some((_, t, wraps)) => format!("{} AS {c}", super::math::apply(wraps, t.sql(&c))?),
+                Some((_, t, wraps)) => {
+                    let sql = t.sql(&c, self.descending(), beyond.as_deref());
+                    format!("{} AS {c}", super::math::apply(wraps, sql)?)
+                }
                 None => c,
             });
         }
@@ -132,11 +136,14 @@ impl Query<'_> {
             .iter()
             .map(|(i, _, _)| format!("{} IS NOT NULL", value_col(*i)))
             .collect();
+        let mut keep = format!("({})", present.join(" OR "));
+        if let Some(b) = &beyond {
+            keep.push_str(&format!(" AND NOT ({b})"));
+        }
         let dir = self.direction();
         Ok(format!(
-            "SELECT * FROM (SELECT {TAGS}, {TIME}, {} FROM ({rows})) WHERE {} ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
+            "SELECT * FROM (SELECT {TAGS}, {TIME}, {} FROM ({rows})) WHERE {keep} ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
             cols.join(", "),
-            present.join(" OR "),
             self.limit_by()
         ))
     }

@@ -41,7 +41,7 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outc
 
 /// Statement `id`'s answer: its `series`, within its `SLIMIT` and `SOFFSET`.
 pub(super) fn outcome(sel: &SelectStatement, id: usize, mut series: Vec<Vec<u8>>) -> Outcome {
-    shape::limit_series(&mut series, sel.slimit, sel.soffset);
+    super::series_limit::limit_tag_sets(&mut series, sel.slimit, sel.soffset);
     Outcome::Series {
         id,
         series,

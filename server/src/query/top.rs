@@ -322,7 +322,8 @@ impl Query<'_> {
         );
         let dir = self.direction();
         Ok(format!(
-            "SELECT * FROM ({rows}) ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
+            "SELECT * FROM ({rows}) WHERE {} ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
+            super::buckets::real_groups(),
             self.limit_by()
         ))
     }

@@ -3,7 +3,8 @@
 
 use serde_json::Value;
 
-use super::Resp;
+use super::influxd::Influxd;
+use super::{Resp, Server};
 
 /// 2020-08-01T00:00:00Z, in seconds.
 pub const T0: i64 = 1_596_240_000;
@@ -97,6 +98,29 @@ fn live_points() -> Vec<String> {
         ));
     }
     lines
+}
+
+/// Writes [`points`] to database `g` of both servers and waits until sluice has flushed them
+/// all (its reads see only flushed points).
+pub fn load(influxd: &Influxd, sluice: &Server) {
+    let body = points();
+    let create = "/query?q=CREATE%20DATABASE%20g";
+    assert_eq!(influxd.request("POST", create, &[], b"").status, 200);
+    assert_eq!(sluice.request("POST", create, &[], b"").status, 200);
+    let w = influxd.request("POST", "/write?db=g&precision=s", &[], body.as_bytes());
+    assert_eq!(w.status, 204, "influxd write: {}", w.body);
+    let w = sluice.write("db=g&precision=s", &body);
+    assert_eq!(w.status, 204, "sluice write: {}", w.body);
+    for m in ["cpu", "mem", "disk", "live"] {
+        let n = body
+            .lines()
+            .filter(|l| l.starts_with(&format!("{m},")))
+            .count();
+        sluice.wait_sql(
+            &format!("SELECT count() FROM g_autogen_{m}"),
+            &n.to_string(),
+        );
+    }
 }
 
 pub fn ms(s: i64) -> String {
@@ -369,7 +393,7 @@ pub fn settled(ask: &dyn Fn() -> Answers, tolerance: f64) -> Answers {
     ask()
 }
 
-/// Equal JSON, numbers within `tolerance` relative.
+/// Equal JSON, numbers within `tolerance` relative (at least `tolerance` x 1e-3 absolute).
 pub fn same_within(a: &Value, b: &Value, tolerance: f64) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
@@ -377,7 +401,9 @@ pub fn same_within(a: &Value, b: &Value, tolerance: f64) -> bool {
                 x.as_f64().unwrap_or(f64::NAN),
                 y.as_f64().unwrap_or(f64::NAN),
             );
-            x == y || (x - y).abs() <= tolerance * x.abs().max(y.abs())
+            // Relative, down to an absolute floor: a difference of two nearly equal sums
+            // (1e-15 for one, 4e-15 for the other) is rounding, not a different answer.
+            x == y || (x - y).abs() <= tolerance * x.abs().max(y.abs()).max(1e-3)
         }
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_within(a, b, tolerance))

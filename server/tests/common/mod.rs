@@ -2,6 +2,7 @@
 //! to it over HTTP. Every integration test goes through this: real chDB, real RocksDB.
 #![allow(dead_code)]
 
+pub mod generated;
 pub mod influxd;
 pub mod influxql;
 pub mod tenant;

@@ -1,0 +1,345 @@
+//! Generated InfluxQL `SELECT` statements over [`super::influxql::points`], for the tests that
+//! compare answers statement by statement (`influxql_generated.rs` against InfluxDB 1.8,
+//! `fanout.rs` across pods). What it leaves out, and why, is in `influxql_generated.rs`.
+
+use super::influxql::{ms, T0};
+
+/// A small, seedable generator (xorshift64*), so a failing run can be repeated exactly (the
+/// generated tests share it).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    pub fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+    pub fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// A measurement of [`common::influxql::points`]: its float and integer fields, its tags, and
+/// conditions on them.
+struct Measurement {
+    name: &'static str,
+    float: &'static str,
+    integer: &'static str,
+    tags: &'static [&'static str],
+    tag_conds: &'static [&'static str],
+    field_conds: &'static [&'static str],
+}
+
+const MEASUREMENTS: &[Measurement] = &[
+    Measurement {
+        name: "cpu",
+        float: "value",
+        integer: "n",
+        tags: &["host", "dc"],
+        tag_conds: &[
+            "\"host\" = 'h1'",
+            "\"host\" = 'h3'",
+            "\"host\" != 'h2'",
+            "\"dc\" = 'a'",
+            "\"dc\" != 'b'",
+            "\"dc\" = ''",
+            "\"host\" =~ /h[13]/",
+            "\"host\" !~ /2/",
+            "\"dc\" =~ /^$/",
+            "\"host\" = 'nobody'",
+        ],
+        field_conds: &[
+            "\"value\" > 50",
+            "\"value\" <= 30.5",
+            "\"n\" = 3",
+            "\"n\" != 4",
+            "\"n\" >= 5",
+            "\"value\" < \"n\" * 10",
+        ],
+    },
+    Measurement {
+        name: "disk",
+        float: "free",
+        integer: "used",
+        tags: &["host"],
+        tag_conds: &["\"host\" = 'h1'", "\"host\" = 'h2'", "\"host\" !~ /1/"],
+        field_conds: &["\"used\" > 105", "\"free\" < 2", "\"used\" <= 190"],
+    },
+    Measurement {
+        name: "mem",
+        float: "free",
+        integer: "used",
+        tags: &["host"],
+        tag_conds: &["\"host\" = 'h1'", "\"host\" != 'h1'"],
+        field_conds: &["\"used\" >= 1010", "\"free\" > 40"],
+    },
+];
+
+/// Not `mode` (ties).
+const AGGREGATES: &[&str] = &[
+    "mean", "median", "count", "sum", "min", "max", "first", "last", "spread", "stddev",
+];
+const SELECTORS: &[&str] = &["min", "max", "first", "last"];
+const INTERVALS: &[&str] = &["10s", "20s", "30s", "45s", "1m", "90s", "2m", "5m", "7m"];
+const OFFSETS: &[&str] = &["5s", "15s", "30s", "1m"];
+const FILLS: &[&str] = &["null", "none", "previous", "linear", "0", "-1", "2.5"];
+const UNITS: &[&str] = &["1s", "10s", "1m"];
+
+/// A time range over the points (10 minutes from `T0`): all of it, wider, or a part.
+fn range(r: &mut Rng) -> String {
+    let (from, to) = match r.below(4) {
+        0 => (T0, T0 + 599),
+        1 => (T0 - 120, T0 + 719),
+        2 => (T0 + 95, T0 + 431),
+        _ => (T0 + 200, T0 + 260),
+    };
+    format!("time >= {} AND time <= {}", ms(from), ms(to))
+}
+
+/// A condition on tags and fields, `AND`/`OR` and parentheses (no time in an `OR`).
+fn condition(r: &mut Rng, m: &Measurement, depth: usize) -> String {
+    if depth < 2 && r.chance(35) {
+        let op = if r.chance(50) { "AND" } else { "OR" };
+        let (a, b) = (condition(r, m, depth + 1), condition(r, m, depth + 1));
+        return format!("({a} {op} {b})");
+    }
+    if r.chance(60) {
+        r.pick(m.tag_conds).to_string()
+    } else {
+        r.pick(m.field_conds).to_string()
+    }
+}
+
+fn field(r: &mut Rng, m: &Measurement) -> &'static str {
+    if r.chance(50) {
+        m.float
+    } else {
+        m.integer
+    }
+}
+
+/// An aggregate of a field: plain, `percentile` (only per bucket: see the module doc),
+/// `count(distinct)`.
+fn aggregate(r: &mut Rng, m: &Measurement, per_bucket: bool) -> String {
+    let f = field(r, m);
+    match r.below(12) {
+        0 if !per_bucket => format!("count(distinct(\"{f}\"))"),
+        0 => {
+            let p = r.pick(&["50", "90", "99.9", "100"]);
+            format!("percentile(\"{f}\", {p})")
+        }
+        1 => format!("count(distinct(\"{f}\"))"),
+        _ => format!("{}(\"{f}\")", r.pick(AGGREGATES)),
+    }
+}
+
+/// An expression of the select list around `inner`: as it is, or with a constant.
+fn arithmetic(r: &mut Rng, inner: String) -> String {
+    match r.below(8) {
+        0 => format!("{inner} * 2"),
+        1 => format!("{inner} / 4"),
+        2 => format!("100 - {inner}"),
+        3 => format!("abs({inner} - 50)"),
+        _ => inner,
+    }
+}
+
+/// `GROUP BY` with time buckets, and maybe tags.
+fn buckets(r: &mut Rng, m: &Measurement) -> String {
+    let iv = r.pick(INTERVALS);
+    let time = if r.chance(25) {
+        format!("time({iv}, {})", r.pick(OFFSETS))
+    } else {
+        format!("time({iv})")
+    };
+    match r.below(5) {
+        0 => format!("{time}, \"{}\"", r.pick(m.tags)),
+        1 => format!("{time}, *"),
+        _ => time,
+    }
+}
+
+/// `GROUP BY` tags only, or nothing.
+fn tags(r: &mut Rng, m: &Measurement) -> Option<String> {
+    match r.below(4) {
+        0 => Some(format!("\"{}\"", r.pick(m.tags))),
+        1 => Some("*".into()),
+        _ => None,
+    }
+}
+
+/// `ORDER BY`, `LIMIT`/`OFFSET` and (`series_limit`) `SLIMIT`/`SOFFSET`.
+fn tail(r: &mut Rng, series_limit: bool) -> String {
+    let mut t = String::new();
+    if r.chance(20) {
+        t.push_str(" ORDER BY time DESC");
+    }
+    if r.chance(30) {
+        t.push_str(&format!(" LIMIT {}", 1 + r.below(5)));
+        if r.chance(50) {
+            t.push_str(&format!(" OFFSET {}", r.below(4)));
+        }
+    }
+    if series_limit && r.chance(30) {
+        t.push_str(&format!(" SLIMIT {}", 1 + r.below(2)));
+        if r.chance(50) {
+            t.push_str(&format!(" SOFFSET {}", r.below(2)));
+        }
+    }
+    t
+}
+
+/// Whether a statement gets `SLIMIT`/`SOFFSET`: grouped by tag, with no condition but the
+/// time range. InfluxDB limits the groups its index has for the tag conditions before it
+/// reads a point, so a group without points left by a condition still counts; sluice limits
+/// the groups answered (see the module doc).
+fn limits_series(w: &str, g: &str) -> bool {
+    (g.contains('"') || g.contains('*')) && !w.contains('"')
+}
+
+fn where_clause(r: &mut Rng, m: &Measurement, time: bool) -> String {
+    let cond = r.chance(60).then(|| condition(r, m, 0));
+    match (cond, time) {
+        (Some(c), true) => format!(" WHERE {c} AND {}", range(r)),
+        (Some(c), false) => format!(" WHERE {c}"),
+        (None, true) => format!(" WHERE {}", range(r)),
+        (None, false) => String::new(),
+    }
+}
+
+/// One generated statement.
+pub fn statement(r: &mut Rng) -> String {
+    let m = &MEASUREMENTS[r.below(MEASUREMENTS.len())];
+    let from = format!("\"{}\"", m.name);
+    match r.below(6) {
+        // Aggregates per time bucket (Grafana's default shape), with fill.
+        0 | 1 => {
+            let n = 1 + r.below(2);
+            let fields: Vec<String> = (0..n)
+                .map(|_| {
+                    let a = aggregate(r, m, true);
+                    arithmetic(r, a)
+                })
+                .collect();
+            let w = where_clause(r, m, true);
+            let g = buckets(r, m);
+            let fill = if r.chance(60) {
+                format!(" fill({})", r.pick(FILLS))
+            } else {
+                String::new()
+            };
+            let t = tail(r, limits_series(&w, &g));
+            format!(
+                "SELECT {} FROM {from}{w} GROUP BY {g}{fill}{t}",
+                fields.join(", ")
+            )
+        }
+        // Aggregates over the whole range, maybe per tag.
+        2 => {
+            let a = aggregate(r, m, false);
+            let a = arithmetic(r, a);
+            let timed = r.chance(70);
+            let w = where_clause(r, m, timed);
+            let g = tags(r, m);
+            let g = g.map(|g| format!(" GROUP BY {g}")).unwrap_or_default();
+            let t = tail(r, limits_series(&w, &g));
+            format!("SELECT {a} FROM {from}{w}{g}{t}")
+        }
+        // Transforms over aggregates per bucket.
+        3 => {
+            // Not `stddev`: it differs from InfluxDB's in the last bits (another order of
+            // sums), and a non-negative difference near zero keeps or drops a row on them.
+            let inner = format!("{}(\"{}\")", r.pick(&AGGREGATES[..9]), field(r, m));
+            let call = match r.below(6) {
+                0 => format!("derivative({inner}, {})", r.pick(UNITS)),
+                1 => format!("non_negative_derivative({inner})"),
+                2 => format!("difference({inner})"),
+                3 => format!("non_negative_difference({inner})"),
+                4 => format!("cumulative_sum({inner})"),
+                _ => format!("elapsed({inner}, {})", r.pick(UNITS)),
+            };
+            let w = where_clause(r, m, true);
+            let g = buckets(r, m);
+            let fill = if r.chance(50) {
+                format!(" fill({})", r.pick(&["null", "none", "0", "previous"]))
+            } else {
+                String::new()
+            };
+            let t = tail(r, false);
+            format!("SELECT {call} FROM {from}{w} GROUP BY {g}{fill}{t}")
+        }
+        // Raw points and transforms over them, maybe per tag.
+        4 => {
+            let f = field(r, m);
+            let sel = match r.below(8) {
+                0 => format!("derivative(\"{f}\", {})", r.pick(UNITS)),
+                1 => format!("difference(\"{f}\")"),
+                2 => format!("non_negative_difference(\"{f}\")"),
+                3 => format!("cumulative_sum(\"{f}\")"),
+                4 => format!("moving_average(\"{f}\", {})", 2 + r.below(3)),
+                5 => format!("\"{f}\", \"{}\"", r.pick(m.tags)),
+                6 => format!("\"{f}\" * 2 - 1"),
+                _ => format!("\"{f}\""),
+            };
+            let timed = r.chance(70);
+            let mut w = where_clause(r, m, timed);
+            let g = tags(r, m);
+            if g.is_none() {
+                // One series: points of several series at one time come in an order InfluxDB
+                // does not define (README, "Deliberate differences").
+                let pin = format!("\"host\" = '{}'", r.pick(&["h1", "h2", "h3"]));
+                w = if w.is_empty() {
+                    format!(" WHERE {pin}")
+                } else {
+                    format!("{w} AND {pin}")
+                };
+            }
+            let g = g.map(|g| format!(" GROUP BY {g}")).unwrap_or_default();
+            let t = tail(r, limits_series(&w, &g));
+            format!("SELECT {sel} FROM {from}{w}{g}{t}")
+        }
+        // Selectors: top/bottom, and a selector beside a tag.
+        _ => {
+            let f = field(r, m);
+            let n = 1 + r.below(4);
+            let which = r.pick(&["top", "bottom"]);
+            let choice = r.below(4);
+            let sel = match choice {
+                0 => format!("{which}(\"{f}\", \"{}\", {n})", r.pick(m.tags)),
+                1 => format!("{}(\"{f}\"), \"{}\"", r.pick(SELECTORS), r.pick(m.tags)),
+                _ => format!("{which}(\"{f}\", {n})"),
+            };
+            let mut w = where_clause(r, m, true);
+            if choice == 1 {
+                // Of one series: between series with points at one time, InfluxDB's pick
+                // beside other fields depends on its merge.
+                w.push_str(&format!(
+                    " AND \"host\" = '{}'",
+                    r.pick(&["h1", "h2", "h3"])
+                ));
+            }
+            let g = match r.below(3) {
+                0 => format!(" GROUP BY {}", buckets(r, m)),
+                1 => tags(r, m)
+                    .map(|g| format!(" GROUP BY {g}"))
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
+            // No LIMIT or OFFSET: top() and bottom() refuse OFFSET (not yet), and InfluxDB
+            // applies a LIMIT beside them before it ranks.
+            let t = if r.chance(20) {
+                " ORDER BY time DESC"
+            } else {
+                ""
+            };
+            format!("SELECT {sel} FROM {from}{w}{g}{t}")
+        }
+    }
+}

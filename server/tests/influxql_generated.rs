@@ -1,0 +1,86 @@
+//! Differential testing of InfluxQL at scale: generated `SELECT` statements
+//! (`common::generated`: aggregates, selectors, transforms over raw points and over
+//! aggregates, arithmetic, tag and field conditions joined by `AND`/`OR`, `GROUP BY` time with
+//! offsets, tags and `*`, every `fill`, `ORDER BY time DESC`, `LIMIT`/`OFFSET`,
+//! `SLIMIT`/`SOFFSET`) go to a real InfluxDB 1.8 and to sluice over the same points
+//! (`common::influxql::points`); the answers must be the same JSON (numbers within 1e-9
+//! relative). Where InfluxDB answers an error, sluice must answer one too (the texts are
+//! compared by the hand-written cases of `influxql_compat.rs`).
+//!
+//! `SLUICE_TEST_SEED` repeats a run (the seed is printed); `SLUICE_TEST_CASES` sets how many
+//! statements (default 400).
+//!
+//! What the generator leaves out. Deliberate differences (README): `mode()` (ties),
+//! `integral()`, points of several series or a selector beside a tag over several series
+//! (InfluxDB's order of points of several series at one time depends on its merge), and
+//! `GROUP BY time` without a time range (InfluxDB counts buckets up to now, past the million
+//! sluice plans). Differences not resolved (README, "Not yet"): `top()`/`bottom()` beside
+//! `LIMIT` or `OFFSET`; `percentile()` without `GROUP BY time` (InfluxDB answers its point's
+//! time) and under 50 (InfluxDB left out a group that had enough points); a transform beside
+//! other columns (the bucket read before the range reaches them); arithmetic of two fields in
+//! raw points where one is missing (InfluxDB answers a row of null); `SLIMIT` with
+//! conditions (InfluxDB counts a group a condition leaves without points); `stddev()` inside
+//! a transform (its last bits differ, and a non-negative difference near zero keeps or drops
+//! a row on them).
+
+mod common;
+
+use common::generated::{statement, Rng};
+use common::influxd::Influxd;
+use common::influxql::{get, load, same_within, settled};
+use common::Server;
+use serde_json::Value;
+
+/// Whether the answer holds an error for some statement, or is not a 200.
+fn failed(answer: &(u16, Value)) -> bool {
+    answer.0 != 200
+        || answer.1["results"]
+            .as_array()
+            .is_none_or(|rs| rs.iter().any(|r| r.get("error").is_some()))
+}
+
+#[test]
+fn generated_selects_answer_as_influxdb_1_8() {
+    let seed = common::test_seed();
+    let cases: usize = std::env::var("SLUICE_TEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(400);
+    println!(
+        "generated InfluxQL: seed {seed} (SLUICE_TEST_SEED={seed} repeats it), {cases} statements"
+    );
+    let influxd = Influxd::start();
+    let sluice = Server::start(&[]);
+    load(&influxd, &sluice);
+    let influx_get = |p: &str| influxd.request("GET", p, &[], b"");
+    let sluice_get = |p: &str| sluice.request("GET", p, &[], b"");
+
+    let mut r = Rng(seed);
+    let (mut same, mut both_failed) = (0, 0);
+    let mut failures = Vec::new();
+    for _ in 0..cases {
+        let q = statement(&mut r);
+        let (want, got) = settled(&|| (get(&influx_get, &q), get(&sluice_get, &q)), 1e-9);
+        if want.0 == got.0 && same_within(&want.1, &got.1, 1e-9) {
+            same += 1;
+        } else if failed(&want) && failed(&got) {
+            both_failed += 1;
+        } else {
+            println!("DIFFERENT  {q}");
+            failures.push(format!(
+                "{q}\n    influxd: {} {}\n    sluice:  {} {}",
+                want.0, want.1, got.0, got.1
+            ));
+        }
+    }
+    println!(
+        "{same} answered the same, {both_failed} refused by both (texts differ), {} differ",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {cases} generated statements answer differently from InfluxDB 1.8 (seed {seed}):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
