@@ -44,12 +44,11 @@ impl Query<'_> {
                 None => e,
             };
             let (sql, tag) = self.raw_expr(e)?;
-            if super::math::calls_math(e) {
-                // A point with a field present is a row, even where the math of it is null
-                // (`sqrt` of a negative value), as in InfluxDB.
+            if !tag {
+                // A point with a field the expression reads is a row, even where the
+                // expression is null (`sqrt` of a negative value, `"a" - "b"` where `b` is
+                // missing), as in InfluxDB.
                 present.extend(self.fields_present(e));
-            } else if !tag {
-                present.push(format!("{} IS NOT NULL", value_col(i)));
             }
             cols.push(format!("{sql} AS {}", value_col(i)));
         }

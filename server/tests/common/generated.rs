@@ -285,7 +285,7 @@ pub fn statement(r: &mut Rng) -> String {
                 3 => format!("cumulative_sum(\"{f}\")"),
                 4 => format!("moving_average(\"{f}\", {})", 2 + r.below(3)),
                 5 => format!("\"{f}\", \"{}\"", r.pick(m.tags)),
-                6 => format!("\"{f}\" * 2 - 1"),
+                6 => format!("\"{}\" - \"{}\"", m.float, m.integer),
                 _ => format!("\"{f}\""),
             };
             let timed = r.chance(70);

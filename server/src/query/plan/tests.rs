@@ -344,3 +344,16 @@ fn buckets_without_values_are_empty_and_fills_take_the_calls_type() {
         p.sql
     );
 }
+
+/// A raw point is a row where any field an expression reads has a value, even where the
+/// expression is null (`"value" - "n"` without `n`), as in InfluxDB.
+#[test]
+fn a_raw_row_is_there_where_a_field_it_reads_is() {
+    let p = plan_of("SELECT value - n FROM cpu").unwrap().unwrap();
+    assert!(
+        p.sql
+            .contains("(m.`value` IS NOT NULL OR m.`n` IS NOT NULL)"),
+        "{}",
+        p.sql
+    );
+}
