@@ -280,14 +280,15 @@ impl Query<'_> {
             return self.selector_rows(&ranked, b, &names);
         }
         // Points of one time in rank order, as InfluxDB sorts the ranked points by time. The
-        // wrapped value gets a name of its own, so that the order is the ranked value's.
+        // wrapped value gets a name of its own, so that the order is the ranked value's. Under
+        // `ORDER BY time DESC` InfluxDB answers ties of value too in the reverse order.
         let (rank_dir, dir) = (dir, self.direction());
         let mut shown = names.clone();
         if !r.wraps.is_empty() {
             shown[r.index] = format!("{} AS __sl_w", math::apply(&r.wraps, value.clone())?);
         }
         Ok(format!(
-            "SELECT {TAGS}, {TIME}, {} FROM ({ranked}) ORDER BY {TAGS}{dir}, {TIME}{dir}, {value}{rank_dir}, {KEY}{}",
+            "SELECT {TAGS}, {TIME}, {} FROM ({ranked}) ORDER BY {TAGS}{dir}, {TIME}{dir}, {value}{rank_dir}, {KEY}{dir}{}",
             shown.join(", "),
             self.limit_by()
         ))
