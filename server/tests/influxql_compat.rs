@@ -105,3 +105,48 @@ fn influxql_answers_match_influxdb_1_8() {
         failures.join("\n")
     );
 }
+
+/// Fills of string and boolean calls: a number fills the type's zero value, `fill(linear)`
+/// nothing, `fill(previous)` the value before (in the answer's order), as InfluxDB's string
+/// and boolean fill iterators do.
+#[test]
+fn string_and_boolean_calls_fill_as_influxdb_does() {
+    let influxd = Influxd::start();
+    let sluice = Server::start(&[]);
+    let body =
+        "sc s=\"a\",b=true 1596240000\nsc s=\"b\",b=false 1596240020\nsc s=\"c\",b=true 1596240050";
+    let create = "/query?q=CREATE%20DATABASE%20h";
+    assert_eq!(influxd.request("POST", create, &[], b"").status, 200);
+    let w = influxd.request("POST", "/write?db=h&precision=s", &[], body.as_bytes());
+    assert_eq!(w.status, 204, "influxd write: {}", w.body);
+    let w = sluice.write("db=h&precision=s", body);
+    assert_eq!(w.status, 204, "sluice write: {}", w.body);
+    sluice.wait_sql("SELECT count() FROM h_autogen_sc", "3");
+    let range = "time >= 1596240000000ms AND time <= 1596240059000ms GROUP BY time(10s)";
+    let ask = |r: common::Resp| {
+        let v: Value = serde_json::from_str(r.body.trim()).unwrap_or(Value::String(r.body.clone()));
+        (r.status, v)
+    };
+    let mut failures = Vec::new();
+    for tail in [
+        "first(\"s\") FROM sc WHERE {range} fill(0)",
+        "last(\"s\") FROM sc WHERE {range} fill(linear)",
+        "last(\"s\"), count(\"b\") FROM sc WHERE {range} fill(-1)",
+        "last(\"b\") FROM sc WHERE {range} fill(2.5)",
+        "last(\"b\") FROM sc WHERE {range} fill(linear)",
+        "last(\"s\") FROM sc WHERE {range} fill(previous) ORDER BY time DESC",
+    ] {
+        let q = format!("SELECT {}", tail.replace("{range}", range));
+        let path = format!(
+            "/query?{}",
+            serde_urlencoded::to_string([("db", "h"), ("epoch", "s"), ("q", q.as_str())])
+                .expect("encode")
+        );
+        let want = ask(influxd.request("GET", &path, &[], b""));
+        let got = ask(sluice.request("GET", &path, &[], b""));
+        if want != got {
+            failures.push(format!("{q}\n    influxd: {want:?}\n    sluice:  {got:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -1,6 +1,7 @@
 //! The aggregate half of a `SELECT` plan: aggregates and selectors per series and bucket (in
 //! two phases when grouped by tag), gaps filled, transforms over the buckets.
 
+use sluice_core::FieldType;
 use sluice_influxql::{Expr, Fill};
 
 use super::buckets::{linear_sql, real_groups, Bucketing};
@@ -68,7 +69,8 @@ impl Query<'_> {
                     let c = format!("{}_{}", value_col(i), parts.len());
                     parts.push(format!("toNullable({}) AS {c}", no_values(name, sql)));
                     present.push(format!("{c} IS NOT NULL"));
-                    fill_sql(&c, fill, name == "count", desc)
+                    // Inside arithmetic or math: a number.
+                    fill_sql(&c, fill, name == "count", desc, FieldType::Float)
                 })?;
                 cols.extend(parts);
                 outer.push(Some(whole));
@@ -151,7 +153,10 @@ impl Query<'_> {
                 let c = value_col(i);
                 let v = match whole {
                     Some(whole) => whole.clone(),
-                    None if filled => fill_sql(&c, fill, counts.contains(&i), desc),
+                    None if filled => {
+                        let ty = super::subquery::column_type(exprs[i], self.src.fields);
+                        fill_sql(&c, fill, counts.contains(&i), desc, ty)
+                    }
                     None => c.clone(),
                 };
                 format!("{v} AS {c}")
@@ -392,8 +397,20 @@ fn no_values(name: &str, sql: String) -> String {
 /// InfluxDB fills while it iterates. A number is cast to the call's type, as InfluxDB casts
 /// it: an integer aggregate filled with 2.5 is 2 (and an integer and a float have no common
 /// type in the engine).
-fn fill_sql(c: &str, fill: Fill, count: bool, desc: bool) -> String {
+///
+/// Of a string or boolean call (`ty`) a number fills the type's zero value (`''`, `false`) and
+/// `fill(linear)` nothing, as InfluxDB's string and boolean fills do.
+fn fill_sql(c: &str, fill: Fill, count: bool, desc: bool, ty: FieldType) -> String {
     let dir = if desc { " DESC" } else { "" };
+    match (fill, ty) {
+        (Fill::Integer(_) | Fill::Float(_), FieldType::String) => format!("ifNull({c}, '')"),
+        (Fill::Integer(_) | Fill::Float(_), FieldType::Boolean) => format!("ifNull({c}, false)"),
+        (Fill::Linear, FieldType::String | FieldType::Boolean) => c.to_string(),
+        _ => numeric_fill_sql(c, fill, count, dir),
+    }
+}
+
+fn numeric_fill_sql(c: &str, fill: Fill, count: bool, dir: &str) -> String {
     match fill {
         Fill::Null if count => format!("ifNull({c}, 0)"),
         Fill::Integer(n) => format!("ifNull({c}, CAST({n}, toTypeName({c})))"),
