@@ -378,10 +378,6 @@ impl Query<'_> {
     }
 }
 
-/// The bucket as a selected column and as a grouping key (`, ... AS __sl_t`, `, __sl_t`), or
-/// nothing without buckets.
-/// Column `c` of a bucket with `fill` applied; an empty bucket's `count` is 0 under
-/// `fill(null)`.
 /// A call's value where it has no values to work on: `count` of none is no value (InfluxDB
 /// has no point there, and fills it as an empty bucket), not 0; the others are NULL already.
 fn no_values(name: &str, sql: String) -> String {
@@ -393,10 +389,11 @@ fn no_values(name: &str, sql: String) -> String {
     }
 }
 
-/// `fill(previous)` takes the bucket before in the answer's order (`desc`: the later one), as
-/// InfluxDB fills while it iterates. A number is cast to the call's type, as InfluxDB casts
-/// it: an integer aggregate filled with 2.5 is 2 (and an integer and a float have no common
-/// type in the engine).
+/// Column `c` of a bucket with `fill` applied; an empty bucket's `count` is 0 under
+/// `fill(null)`. `fill(previous)` takes the bucket before in the answer's order (`desc`: the
+/// later one), as InfluxDB fills while it iterates. A number is cast to the call's type, as
+/// InfluxDB casts it: an integer aggregate filled with 2.5 is 2 (and an integer and a float
+/// have no common type in the engine).
 ///
 /// Of a string or boolean call (`ty`) a number fills the type's zero value (`''`, `false`) and
 /// `fill(linear)` nothing, as InfluxDB's string and boolean fills do.
@@ -456,6 +453,8 @@ fn transform_in(e: &Expr) -> Option<String> {
     found
 }
 
+/// The bucket as a selected column and as a grouping key (`, ... AS __sl_t`, `, __sl_t`), or
+/// nothing without buckets.
 fn bucket_columns(bucketing: Option<&Bucketing>) -> (String, String) {
     match bucketing {
         Some(b) => (

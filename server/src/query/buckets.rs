@@ -71,8 +71,7 @@ impl Bucketing {
         format!("toInt64({x} - ((({x} % {i}) + {i}) % {i}) - {shift} + {o})")
     }
 
-    /// `ORDER BY ... WITH FILL`: every bucket of the range in each series.
-    /// `ORDER BY` the tags and bucket `WITH FILL` over the range. Over no rows at all the engine
+    /// `ORDER BY` the tags and bucket `WITH FILL`: every bucket of the range in each series. Over no rows at all the engine
     /// still fills the range, with empty tags (the column's default, where a real group's tags
     /// are a JSON object); a query around it keeps only [`real_groups`], as InfluxDB answers
     /// no series when nothing matched.

@@ -176,9 +176,8 @@ pub fn plan(
     let mut filter = cond::split(stmt.condition.as_ref(), &scope)?;
     if let Some((interval, _)) = stmt.group_by_time() {
         if exprs.iter().any(|e| functions::reads_a_bucket_more(e)) {
-            let descending = matches!(stmt.order, Some(SortOrder::Descending));
             filter.asked = Some(filter.range);
-            filter.range.widen(interval.as_nanos(), descending);
+            filter.range.widen(interval.as_nanos(), descending(stmt));
         }
     }
     if matches!(mode, Mode::Shape) {
@@ -237,6 +236,11 @@ pub(super) fn has_call(e: &Expr) -> bool {
             || matches!(x, Expr::Distinct(_))
     });
     found
+}
+
+/// Whether `stmt` answers latest first (`ORDER BY time DESC`).
+fn descending(stmt: &SelectStatement) -> bool {
+    matches!(stmt.order, Some(SortOrder::Descending))
 }
 
 fn calls(e: &Expr, function: &str) -> bool {
@@ -300,7 +304,7 @@ impl Query<'_> {
     /// Whether the answer runs latest first (`ORDER BY time DESC`): InfluxDB then computes
     /// transforms and `fill(previous)` in that order too.
     pub(super) fn descending(&self) -> bool {
-        matches!(self.stmt.order, Some(SortOrder::Descending))
+        descending(self.stmt)
     }
 
     pub(super) fn direction(&self) -> &'static str {
