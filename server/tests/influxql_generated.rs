@@ -16,8 +16,7 @@
 //! `GROUP BY time` without a time range (InfluxDB counts buckets up to now, past the million
 //! sluice plans). Differences not resolved (README, "Not yet"): `top()`/`bottom()` beside
 //! `LIMIT` or `OFFSET`; `percentile()` without `GROUP BY time` (InfluxDB answers its point's
-//! time) and under 50 (InfluxDB left out a group that had enough points); a transform beside
-//! other columns (the bucket read before the range reaches them); `SLIMIT` with
+//! time) and under 50 (InfluxDB left out a group that had enough points); `SLIMIT` with
 //! conditions (InfluxDB counts a group a condition leaves without points); `stddev()` inside
 //! a transform (its last bits differ, and a non-negative difference near zero keeps or drops
 //! a row on them).

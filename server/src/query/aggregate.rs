@@ -10,6 +10,7 @@ use super::functions;
 use super::math;
 use super::order_key::Part;
 use super::plan::{value_col, Mode, Query, MAX_BUCKETS, SID, TAGS, TIME};
+use super::raw::Beside;
 use super::PlanError;
 use sluice_influxql::TimeOffset;
 
@@ -33,6 +34,7 @@ impl Query<'_> {
         let mut outer: Vec<Option<String>> = Vec::new();
         let fill = self.stmt.fill.unwrap_or(Fill::Null);
         let desc = self.descending();
+        let asked = self.asked_rows();
         for (i, e) in exprs.iter().enumerate() {
             // `derivative(mean(v), 1s)`: the aggregate per bucket here, the transform over the
             // buckets after the gaps are filled.
@@ -60,12 +62,19 @@ impl Query<'_> {
                 }
                 None => (e, None),
             };
+            // Beside a transform that reads a bucket more, the other calls read the asked
+            // range alone, as InfluxDB gives that bucket to the transform's iterator only.
+            let only = if functions::reads_a_bucket_more(exprs[i]) {
+                None
+            } else {
+                asked.as_deref()
+            };
             let bare = matches!(e, Expr::Call { name, .. } if !math::is_math(name));
             if bucketing.is_some() && fill != Fill::None && !bare {
                 // Each call filled before the arithmetic or math over it, as in InfluxDB:
                 // `mean(v) * 2` with `fill(1)` is 2 in an empty bucket, `count(v) * 2` is 0.
                 let mut parts = Vec::new();
-                let whole = self.agg_expr(e, &mut states, &mut |name, sql| {
+                let whole = self.agg_expr(e, only, &mut states, &mut |name, sql| {
                     let c = format!("{}_{}", value_col(i), parts.len());
                     parts.push(format!("toNullable({}) AS {c}", no_values(name, sql)));
                     present.push(format!("{c} IS NOT NULL"));
@@ -75,7 +84,7 @@ impl Query<'_> {
                 cols.extend(parts);
                 outer.push(Some(whole));
             } else {
-                let sql = self.agg_expr(e, &mut states, &mut no_values)?;
+                let sql = self.agg_expr(e, only, &mut states, &mut no_values)?;
                 cols.push(format!("toNullable({sql}) AS {}", value_col(i)));
                 present.push(format!("{} IS NOT NULL", value_col(i)));
                 outer.push(None);
@@ -172,7 +181,16 @@ impl Query<'_> {
             outer_cols.join(", ")
         );
         if !transforms.is_empty() {
-            return self.transformed(rows, exprs.len(), &transforms);
+            // Other calls beside the transforms make their own rows, as InfluxDB zips the
+            // calls' iterators: every bucket, or under `fill(none)` those with a value.
+            let beside = Beside {
+                fill,
+                types: exprs
+                    .iter()
+                    .map(|e| super::subquery::column_type(e, self.src.fields))
+                    .collect(),
+            };
+            return self.transformed(rows, exprs.len(), &transforms, Some(&beside));
         }
         // ORDER BY time DESC reverses the series' order too, as in InfluxDB.
         let dir = self.direction();
@@ -303,6 +321,7 @@ impl Query<'_> {
     fn agg_expr(
         &self,
         e: &Expr,
+        only: Option<&str>,
         states: &mut functions::States,
         leaf: &mut dyn FnMut(&str, String) -> String,
     ) -> Result<String, PlanError> {
@@ -315,21 +334,22 @@ impl Query<'_> {
                 }
                 let args = args
                     .iter()
-                    .map(|a| self.agg_expr(a, states, leaf))
+                    .map(|a| self.agg_expr(a, only, states, leaf))
                     .collect::<Result<Vec<_>, _>>()?;
                 math::sql(name, &args)
             }
             Expr::Call { name, args } => {
-                Ok(leaf(name, functions::call_sql(self.scope, states, name, args)?))
+                let sql = functions::call_sql(self.scope, states, name, args, only)?;
+                Ok(leaf(name, sql))
             }
             Expr::Distinct(_) => Err(PlanError::Unsupported(
                 "DISTINCT returns a row per value, which sluice does not run yet: use count(distinct(\"f\"))".into(),
             )),
             Expr::Literal(l) => cond::literal_sql(l),
-            Expr::Paren(inner) => Ok(format!("({})", self.agg_expr(inner, states, leaf)?)),
+            Expr::Paren(inner) => Ok(format!("({})", self.agg_expr(inner, only, states, leaf)?)),
             Expr::Binary { lhs, op, rhs } => {
-                let a = self.agg_expr(lhs, states, leaf)?;
-                let b = self.agg_expr(rhs, states, leaf)?;
+                let a = self.agg_expr(lhs, only, states, leaf)?;
+                let b = self.agg_expr(rhs, only, states, leaf)?;
                 let Some(op) = math::arithmetic(*op) else {
                     return Err(PlanError::Invalid(format!(
                         "invalid operator {op:?} in a select field"
@@ -397,7 +417,7 @@ fn no_values(name: &str, sql: String) -> String {
 ///
 /// Of a string or boolean call (`ty`) a number fills the type's zero value (`''`, `false`) and
 /// `fill(linear)` nothing, as InfluxDB's string and boolean fills do.
-fn fill_sql(c: &str, fill: Fill, count: bool, desc: bool, ty: FieldType) -> String {
+pub(super) fn fill_sql(c: &str, fill: Fill, count: bool, desc: bool, ty: FieldType) -> String {
     let dir = if desc { " DESC" } else { "" };
     match (fill, ty) {
         (Fill::Integer(_) | Fill::Float(_), FieldType::String) => format!("ifNull({c}, '')"),

@@ -125,7 +125,13 @@ pub fn call_sql(
     states: &mut States,
     name: &str,
     args: &[Expr],
+    only: Option<&str>,
 ) -> Result<String, PlanError> {
+    // `only`: SQL true for the rows this call may read; the others are no value to it.
+    let within = |x: String| match only {
+        Some(c) => format!("if({c}, {x}, NULL)"),
+        None => x,
+    };
     if function_kind(name).is_none() {
         // A transform reaches here only from inside arithmetic: alone, or under math calls,
         // the planner runs it over the buckets or the points.
@@ -158,7 +164,7 @@ pub fn call_sql(
             _ => None,
         };
         if let Some(f) = inner {
-            let x = cond::operand_sql(&scope.resolve(&f, None), "s.tags");
+            let x = within(cond::operand_sql(&scope.resolve(&f, None), "s.tags"));
             return Ok(states.agg("uniqExact", None, &x));
         }
     }
@@ -168,7 +174,7 @@ pub fn call_sql(
         )));
     };
     let (x, ty) = match scope.resolve(f, *data_type) {
-        op @ Operand::Field(_, ty) => (cond::operand_sql(&op, "s.tags"), Some(ty)),
+        op @ Operand::Field(_, ty) => (within(cond::operand_sql(&op, "s.tags")), Some(ty)),
         _ => ("CAST(NULL, 'Nullable(Float64)')".into(), None),
     };
     let mut agg = |f: &str, args: &str| states.agg(f, None, args);
@@ -269,6 +275,13 @@ impl Transform {
         }
     }
 
+    /// The column the transform of column `c` needs beside it: for `moving_average` the rank
+    /// of each value among the series' values so far (in the answer's order), which the
+    /// caller computes as `count(c)` over the rows up to it.
+    pub fn value_rank(&self, c: &str) -> Option<String> {
+        matches!(self, Transform::MovingAverage(_)).then(|| value_rank_col(c))
+    }
+
     /// The transform of column `c`, partitioned by series and ordered by time (`desc`: latest
     /// first, as InfluxDB iterates under `ORDER BY time DESC`). The previous value is the last
     /// one present before the bucket in that order (InfluxDB skips empty buckets). Under
@@ -318,12 +331,22 @@ impl Transform {
             Transform::Elapsed(unit) => {
                 format!("if(({x}) IS NULL, NULL, intDiv({TIME} - {pt}, {unit}))")
             }
+            // Over the last `n` values, as InfluxDB skips the buckets without one: the window
+            // runs over the values' ranks ([`Transform::value_rank`]).
             Transform::MovingAverage(n) => {
-                let w = format!("({part} ROWS BETWEEN {} PRECEDING AND CURRENT ROW)", n - 1);
-                format!("if(({x}) IS NULL OR count({x}) OVER {w} < {n}, NULL, avg({x}) OVER {w})")
+                let rank = value_rank_col(c);
+                let w = format!(
+                    "(PARTITION BY {TAGS} ORDER BY {rank} RANGE BETWEEN {} PRECEDING AND CURRENT ROW)",
+                    n - 1
+                );
+                format!("if(({x}) IS NULL OR {rank} < {n}, NULL, avg({x}) OVER {w})")
             }
         }
     }
+}
+
+fn value_rank_col(c: &str) -> String {
+    format!("{c}_rank")
 }
 
 /// `derivative(mean(v), 1s)` and its kin: the transform and the aggregate inside it. A

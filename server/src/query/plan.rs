@@ -301,6 +301,18 @@ impl Query<'_> {
         }
     }
 
+    /// SQL true for the points of the asked range, where a transform had the range widened
+    /// ([`cond::Where::asked`]): the other calls beside it read these alone.
+    pub(super) fn asked_rows(&self) -> Option<String> {
+        let asked = self.filter.asked?;
+        let bound = |op: &str, t: i64| format!("m.time {op} fromUnixTimestamp64Nano(toInt64({t}))");
+        if self.descending() {
+            asked.max.map(|max| bound("<=", max))
+        } else {
+            asked.min.map(|min| bound(">=", min))
+        }
+    }
+
     /// Whether the answer runs latest first (`ORDER BY time DESC`): InfluxDB then computes
     /// transforms and `fill(previous)` in that order too.
     pub(super) fn descending(&self) -> bool {

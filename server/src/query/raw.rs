@@ -2,7 +2,8 @@
 //! field present), and transforms over them (`derivative("v")` without `GROUP BY time`).
 
 use sluice_core::names::quote_str;
-use sluice_influxql::{Expr, Literal};
+use sluice_core::FieldType;
+use sluice_influxql::{Expr, Fill, Literal};
 
 use super::cond::{self, Operand};
 use super::functions;
@@ -95,7 +96,7 @@ impl Query<'_> {
                 self.limit_by()
             ));
         }
-        self.transformed(points, exprs.len(), &transforms)
+        self.transformed(points, exprs.len(), &transforms, None)
     }
 
     /// `<field> IS NOT NULL` for each field `e` reads.
@@ -111,40 +112,75 @@ impl Query<'_> {
         out
     }
 
-    /// `rows` (tags, time, values) with the transforms applied per series in time order;
-    /// rows where no transform has a value (a series' first point, a gap) are left out.
+    /// `rows` (tags, time, values) with the transforms applied per series in time order.
+    /// A row is answered where some call emits a point, as InfluxDB zips its calls'
+    /// iterators: a transform where it has a value (not a series' first bucket, nor a gap);
+    /// the other calls of an aggregate ([`Beside`]) at every bucket of the range, or under
+    /// `fill(none)` where they have a value. `LIMIT`/`OFFSET` count each call's points apart,
+    /// as InfluxDB limits each iterator.
     pub(super) fn transformed(
         &self,
         rows: String,
         width: usize,
         transforms: &[Transformed],
+        beside: Option<&Beside>,
     ) -> Result<String, PlanError> {
         let beyond = self.beyond_asked();
+        let dir = self.direction();
+        let order = format!("ORDER BY {TAGS}{dir}, {TIME}{dir}");
         let mut cols = Vec::new();
+        let mut emits = Vec::new();
+        let mut ranks = Vec::new();
         for i in 0..width {
             let c = value_col(i);
-            cols.push(match transforms.iter().find(|(j, _, _)| *j == i) {
+            let present = format!("{c} IS NOT NULL");
+            match transforms.iter().find(|(j, _, _)| *j == i) {
                 Some((_, t, wraps)) => {
+                    if let Some(rank) = t.value_rank(&c) {
+                        ranks.push(format!(
+                            "toInt64(count({c}) OVER (PARTITION BY {TAGS} {order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) AS {rank}"
+                        ));
+                    }
                     let sql = t.sql(&c, self.descending(), beyond.as_deref());
-                    format!("{} AS {c}", super::math::apply(wraps, sql)?)
+                    cols.push(format!("{} AS {c}", super::math::apply(wraps, sql)?));
+                    emits.push(Some(present));
                 }
-                None => c,
-            });
+                None => {
+                    emits.push(beside.map(|b| match b.fill {
+                        Fill::None => present,
+                        _ => "true".to_string(),
+                    }));
+                    cols.push(c);
+                }
+            }
         }
-        let present: Vec<String> = transforms
-            .iter()
-            .map(|(i, _, _)| format!("{} IS NOT NULL", value_col(*i)))
-            .collect();
-        let mut keep = format!("({})", present.join(" OR "));
+        let rows = if ranks.is_empty() {
+            rows
+        } else {
+            format!("SELECT *, {} FROM ({rows})", ranks.join(", "))
+        };
+        let mut rows = format!("SELECT {TAGS}, {TIME}, {} FROM ({rows})", cols.join(", "));
         if let Some(b) = &beyond {
-            keep.push_str(&format!(" AND NOT ({b})"));
+            rows = format!("SELECT * FROM ({rows}) WHERE NOT ({b})");
         }
-        let dir = self.direction();
-        Ok(format!(
-            "SELECT * FROM (SELECT {TAGS}, {TIME}, {} FROM ({rows})) WHERE {keep} ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
-            cols.join(", "),
-            self.limit_by()
-        ))
+        let answered = match (self.stmt.limit, self.stmt.offset) {
+            (None, None) => {
+                let keep: Vec<String> = emits.into_iter().flatten().collect();
+                format!("SELECT * FROM ({rows}) WHERE {}", keep.join(" OR "))
+            }
+            (limit, offset) => per_call_limit(
+                rows,
+                &emits,
+                &order,
+                offset.unwrap_or(0),
+                limit.unwrap_or(u64::MAX),
+            ),
+        };
+        let filled = match beside {
+            Some(b) if width > 1 => zip_fill(answered, b, self.descending()),
+            _ => answered,
+        };
+        Ok(format!("SELECT * FROM ({filled}) {order}"))
     }
 
     /// A select expression of a raw query; true when it reads a tag.
@@ -159,4 +195,71 @@ impl Query<'_> {
         }
         Ok((cond::sql(e, self.scope, "s.tags")?, false))
     }
+}
+
+/// What an aggregate's answer with transforms needs to know of its calls: InfluxDB zips the
+/// calls' iterators into rows, each call filling the rows where it has no point.
+pub(super) struct Beside {
+    pub fill: Fill,
+    /// Each call's type, which a number fills as.
+    pub types: Vec<FieldType>,
+}
+
+/// `rows` where each call keeps its points from the `offset`-th to `offset + limit`, counted
+/// apart (`emits`: SQL true where a call has a point; none for a column that never makes a
+/// row of its own); a row stays where some call keeps one.
+fn per_call_limit(
+    rows: String,
+    emits: &[Option<String>],
+    order: &str,
+    offset: u64,
+    limit: u64,
+) -> String {
+    let upto = offset.saturating_add(limit);
+    let mut counted = Vec::new();
+    let mut kept = Vec::new();
+    let mut outer = Vec::new();
+    for (i, e) in emits.iter().enumerate() {
+        let c = value_col(i);
+        let Some(e) = e else {
+            outer.push(c);
+            continue;
+        };
+        let n = format!("__sl_n{i}");
+        counted.push(format!(
+            "sum(toUInt64({e})) OVER (PARTITION BY {TAGS} {order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS {n}"
+        ));
+        let k = format!("(({e}) AND {n} > {offset} AND {n} <= {upto})");
+        outer.push(format!("if({k}, {c}, NULL) AS {c}"));
+        kept.push(k);
+    }
+    format!(
+        "SELECT {TAGS}, {TIME}, {} FROM (SELECT *, {} FROM ({rows})) WHERE {}",
+        outer.join(", "),
+        counted.join(", "),
+        kept.join(" OR ")
+    )
+}
+
+/// `rows` with each call's missing values filled as InfluxDB's row scanner fills them: a
+/// number cast to the call's type, or under `fill(previous)` the call's last value in the
+/// series; other fills leave them null.
+fn zip_fill(rows: String, beside: &Beside, desc: bool) -> String {
+    if !matches!(
+        beside.fill,
+        Fill::Integer(_) | Fill::Float(_) | Fill::Previous
+    ) {
+        return rows;
+    }
+    let cols: Vec<String> = beside
+        .types
+        .iter()
+        .enumerate()
+        .map(|(i, ty)| {
+            let c = value_col(i);
+            let sql = super::aggregate::fill_sql(&c, beside.fill, false, desc, *ty);
+            format!("{sql} AS {c}")
+        })
+        .collect();
+    format!("SELECT {TAGS}, {TIME}, {} FROM ({rows})", cols.join(", "))
 }

@@ -151,6 +151,22 @@ fn arithmetic(r: &mut Rng, inner: String) -> String {
     }
 }
 
+/// A transform over an aggregate per bucket (not of `stddev`: it differs from InfluxDB's in
+/// the last bits, another order of sums, and a non-negative difference near zero keeps or
+/// drops a row on them).
+fn transform(r: &mut Rng, m: &Measurement) -> String {
+    let inner = format!("{}(\"{}\")", r.pick(&AGGREGATES[..9]), field(r, m));
+    match r.below(7) {
+        0 => format!("derivative({inner}, {})", r.pick(UNITS)),
+        1 => format!("non_negative_derivative({inner})"),
+        2 => format!("difference({inner})"),
+        3 => format!("non_negative_difference({inner})"),
+        4 => format!("cumulative_sum({inner})"),
+        5 => format!("moving_average({inner}, {})", 2 + r.below(3)),
+        _ => format!("elapsed({inner}, {})", r.pick(UNITS)),
+    }
+}
+
 /// `GROUP BY` with time buckets, and maybe tags.
 fn buckets(r: &mut Rng, m: &Measurement) -> String {
     let iv = r.pick(INTERVALS);
@@ -252,19 +268,19 @@ pub fn statement(r: &mut Rng) -> String {
             let t = tail(r, limits_series(&w, &g));
             format!("SELECT {a} FROM {from}{w}{g}{t}")
         }
-        // Transforms over aggregates per bucket.
+        // Transforms over aggregates per bucket, maybe beside other calls.
         3 => {
-            // Not `stddev`: it differs from InfluxDB's in the last bits (another order of
-            // sums), and a non-negative difference near zero keeps or drops a row on them.
-            let inner = format!("{}(\"{}\")", r.pick(&AGGREGATES[..9]), field(r, m));
-            let call = match r.below(6) {
-                0 => format!("derivative({inner}, {})", r.pick(UNITS)),
-                1 => format!("non_negative_derivative({inner})"),
-                2 => format!("difference({inner})"),
-                3 => format!("non_negative_difference({inner})"),
-                4 => format!("cumulative_sum({inner})"),
-                _ => format!("elapsed({inner}, {})", r.pick(UNITS)),
-            };
+            let mut calls = vec![transform(r, m)];
+            // Beside it: another transform, or aggregates of the asked range alone.
+            match r.below(4) {
+                0 => calls.push(transform(r, m)),
+                1 => {
+                    let a = aggregate(r, m, true);
+                    calls.push(arithmetic(r, a));
+                }
+                _ => {}
+            }
+            let call = calls.join(", ");
             let w = where_clause(r, m, true);
             let g = buckets(r, m);
             let fill = if r.chance(50) {

@@ -342,6 +342,17 @@ pub fn queries() -> Vec<String> {
         format!("SELECT non_negative_difference(max(\"value\")) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
         format!("SELECT cumulative_sum(count(\"value\")) FROM \"cpu\" WHERE {wide} GROUP BY time(1m)"),
         format!("SELECT moving_average(mean(\"value\"), 3) FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        // Transforms beside other calls: each call reads its own range (a derivative a bucket
+        // more), counts its own LIMIT, and fills the rows another call makes.
+        format!("SELECT derivative(mean(\"value\")), mean(\"value\") FROM \"cpu\" WHERE \"host\" = 'h1' AND time >= {} AND time <= {} GROUP BY time(1m)", ms(T0 + 5), ms(T0 + 200)),
+        format!("SELECT difference(max(\"value\")), max(\"value\"), min(\"value\") FROM \"cpu\" WHERE time >= {} AND time <= {} GROUP BY time(1m), \"host\" fill(none)", ms(T0 + 5), ms(T0 + 599)),
+        format!("SELECT non_negative_derivative(last(\"value\")), max(\"value\") FROM \"cpu\" WHERE {wide} GROUP BY time(2m), * fill(previous) LIMIT 5"),
+        format!("SELECT cumulative_sum(mean(\"value\")), non_negative_difference(min(\"n\")) FROM \"cpu\" WHERE \"n\" >= 5 AND time >= {} AND time <= {} GROUP BY time(1m)", ms(T0 + 95), ms(T0 + 431)),
+        format!("SELECT derivative(mean(\"value\")), mean(\"value\") FROM \"cpu\" WHERE time >= {} AND time <= {} GROUP BY time(40s), \"host\" ORDER BY time DESC LIMIT 2 OFFSET 1", ms(T0 + 5), ms(T0 + 555)),
+        format!("SELECT non_negative_derivative(sum(\"n\")), moving_average(max(\"value\"), 4) FROM \"cpu\" WHERE {wide} GROUP BY time(90s, 1m) fill(0)"),
+        // A moving average over the last values, past empty buckets.
+        format!("SELECT moving_average(first(\"value\"), 3) FROM \"cpu\" WHERE \"host\" = 'h1' AND time >= {} AND time <= {} GROUP BY time(1m)", ms(T0 + 95), ms(T0 + 431)),
+        format!("SELECT moving_average(median(\"used\"), 2) FROM \"mem\" WHERE {range} GROUP BY time(10s, 1m) fill(null) ORDER BY time DESC"),
         format!("SELECT derivative(\"value\", 1s) FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 5"),
         format!("SELECT non_negative_derivative(\"value\") FROM \"cpu\" WHERE \"host\" = 'h2' AND {range} LIMIT 5"),
         format!("SELECT difference(\"n\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 5"),
