@@ -14,9 +14,10 @@
 //! `integral()`, points of several series or a selector beside a tag over several series
 //! (InfluxDB's order of points of several series at one time depends on its merge), and
 //! `GROUP BY time` without a time range (InfluxDB counts buckets up to now, past the million
-//! sluice plans). Differences not resolved (README, "Not yet"): `top()`/`bottom()` beside
-//! `LIMIT` or `OFFSET`; `percentile()` without `GROUP BY time` (InfluxDB answers its point's
-//! time) and under 50 (InfluxDB left out a group that had enough points); `SLIMIT` with
+//! sluice plans), `percentile()` per bucket under 50 (where the first bucket has too few
+//! points InfluxDB answers nothing) and without `GROUP BY time` of values often equal (the
+//! point's time among them depends on InfluxDB's sort). Differences not resolved (README,
+//! "Not yet"): `top()`/`bottom()` beside `LIMIT` or `OFFSET`; `SLIMIT` with
 //! conditions (InfluxDB counts a group a condition leaves without points); `stddev()` inside
 //! a transform (its last bits differ, and a non-negative difference near zero keeps or drops
 //! a row on them).

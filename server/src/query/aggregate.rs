@@ -30,6 +30,8 @@ impl Query<'_> {
         let mut present = Vec::new();
         let mut counts = Vec::new();
         let mut transforms = Vec::new();
+        // The calls that are no transform, with SQL true where one has a value.
+        let mut plain = Vec::new();
         // Per expression, what the outer query makes of its filled calls (else its column).
         let mut outer: Vec<Option<String>> = Vec::new();
         let fill = self.stmt.fill.unwrap_or(Fill::Null);
@@ -70,6 +72,7 @@ impl Query<'_> {
                 asked.as_deref()
             };
             let bare = matches!(e, Expr::Call { name, .. } if !math::is_math(name));
+            let first_part = present.len();
             if bucketing.is_some() && fill != Fill::None && !bare {
                 // Each call filled before the arithmetic or math over it, as in InfluxDB:
                 // `mean(v) * 2` with `fill(1)` is 2 in an empty bucket, `count(v) * 2` is 0.
@@ -88,6 +91,9 @@ impl Query<'_> {
                 cols.push(format!("toNullable({sql}) AS {}", value_col(i)));
                 present.push(format!("{} IS NOT NULL", value_col(i)));
                 outer.push(None);
+            }
+            if transform.is_none() {
+                plain.push((i, present[first_part..].join(" OR ")));
             }
             if matches!(e, Expr::Call { name, .. } if name == "count") {
                 counts.push(i);
@@ -176,6 +182,20 @@ impl Query<'_> {
         } else {
             String::new()
         };
+        let (mut outer_cols, mut inner) = (outer_cols, inner);
+        if !transforms.is_empty() && !plain.is_empty() {
+            // Beside transforms, a call makes rows for the series where it has a value, as
+            // InfluxDB fills only the series a call's iterator has.
+            let has: Vec<String> = plain
+                .iter()
+                .map(|(i, has)| {
+                    let c = super::raw::has_col(*i);
+                    outer_cols.push(c.clone());
+                    format!("max(toUInt8({has})) OVER (PARTITION BY {TAGS}) AS {c}")
+                })
+                .collect();
+            inner = format!("SELECT *, {} FROM ({inner})", has.join(", "));
+        }
         let rows = format!(
             "SELECT {TAGS}, {TIME}, {} FROM ({inner}){real}",
             outer_cols.join(", ")
@@ -269,7 +289,8 @@ impl Query<'_> {
     }
 
     /// The time of a row without `GROUP BY time`: the point's own for a lone `first`,
-    /// `last`, `min` or `max` (InfluxDB's selectors, also in arithmetic), else the start of the time range (or 0).
+    /// `last`, `min`, `max` or `percentile` (InfluxDB's selectors, also in arithmetic), else
+    /// the start of the time range (or 0).
     fn selector_time(&self, exprs: &[&Expr], states: &mut functions::States) -> String {
         let start = self.filter.range.min.unwrap_or(0);
         let fallback = format!("toInt64({start})");
@@ -311,6 +332,24 @@ impl Query<'_> {
                 None,
                 &format!("{ns}, {}, {x} IS NOT NULL", by_value(true)),
             ),
+            // The chosen point's: the values sorted with their times, as InfluxDB sorts the
+            // points of a series in time order by value (among equal values the earliest
+            // first, where its sort keeps their order).
+            "percentile" => {
+                let Some(Ok(p)) = args.get(1).map(functions::percentile_of) else {
+                    return fallback;
+                };
+                let n = states.agg("count", None, &x);
+                let points = states.agg(
+                    "groupArrayIf",
+                    None,
+                    &format!("(assumeNotNull({x}), {ns}), {x} IS NOT NULL"),
+                );
+                let rank = functions::nearest_rank(&n, p);
+                format!(
+                    "if({rank} BETWEEN 1 AND {n}, tupleElement(arraySort({points})[{rank}], 2), {fallback})"
+                )
+            }
             _ => fallback,
         }
     }

@@ -216,25 +216,31 @@ pub fn call_sql(
             )
         }
         "percentile" => {
-            let p = match &args[1] {
-                Expr::Literal(Literal::Integer(n)) => *n as f64,
-                Expr::Literal(Literal::Float(v)) => *v,
-                other => {
-                    return Err(PlanError::Invalid(format!(
-                        "expected float argument in percentile(), got {other}"
-                    )))
-                }
-            };
-            // InfluxDB's nearest rank: the element at floor(n * p / 100 + 0.5), 1-based;
-            // none when that falls outside the values.
+            let p = percentile_of(&args[1])?;
             let n = agg("count", &x);
             let all = agg("groupArray", &x);
-            format!(
-                "if(toInt64(floor({n} * {p:?} / 100 + 0.5)) BETWEEN 1 AND {n}, arraySort({all})[toInt64(floor({n} * {p:?} / 100 + 0.5))], NULL)"
-            )
+            let rank = nearest_rank(&n, p);
+            format!("if({rank} BETWEEN 1 AND {n}, arraySort({all})[{rank}], NULL)")
         }
         _ => unreachable!("function_kind checked"),
     })
+}
+
+/// The percentage of `percentile(f, N)`.
+pub fn percentile_of(arg: &Expr) -> Result<f64, PlanError> {
+    match arg {
+        Expr::Literal(Literal::Integer(n)) => Ok(*n as f64),
+        Expr::Literal(Literal::Float(v)) => Ok(*v),
+        other => Err(PlanError::Invalid(format!(
+            "expected float argument in percentile(), got {other}"
+        ))),
+    }
+}
+
+/// InfluxDB's nearest rank of percentile `p` among `n` values (SQL): floor(n * p / 100 + 0.5),
+/// 1-based; no value when it falls outside them.
+pub fn nearest_rank(n: &str, p: f64) -> String {
+    format!("toInt64(floor({n} * {p:?} / 100 + 0.5))")
 }
 
 /// A transform over a series' buckets, computed by window functions once the aggregate of

@@ -148,9 +148,12 @@ impl Query<'_> {
                 None => {
                     emits.push(beside.map(|b| match b.fill {
                         Fill::None => present,
-                        _ => "true".to_string(),
+                        _ => format!("{} = 1", has_col(i)),
                     }));
                     cols.push(c);
+                    if beside.is_some() {
+                        cols.push(has_col(i));
+                    }
                 }
             }
         }
@@ -166,7 +169,12 @@ impl Query<'_> {
         let answered = match (self.stmt.limit, self.stmt.offset) {
             (None, None) => {
                 let keep: Vec<String> = emits.into_iter().flatten().collect();
-                format!("SELECT * FROM ({rows}) WHERE {}", keep.join(" OR "))
+                let values: Vec<String> = (0..width).map(value_col).collect();
+                format!(
+                    "SELECT {TAGS}, {TIME}, {} FROM ({rows}) WHERE {}",
+                    values.join(", "),
+                    keep.join(" OR ")
+                )
             }
             (limit, offset) => per_call_limit(
                 rows,
@@ -195,6 +203,12 @@ impl Query<'_> {
         }
         Ok((cond::sql(e, self.scope, "s.tags")?, false))
     }
+}
+
+/// The column beside call `i` of an aggregate with transforms: 1 where the series has a
+/// value of the call in the asked range.
+pub(super) fn has_col(i: usize) -> String {
+    format!("__sl_has{i}")
 }
 
 /// What an aggregate's answer with transforms needs to know of its calls: InfluxDB zips the

@@ -257,7 +257,12 @@ impl Query<'_> {
             // A tie at one time goes to the greater value, for `first` too, as in InfluxDB.
             format!("{TAGS}, {BUCKET}, {TIME}{dir}, {value} DESC, {KEY}")
         } else {
-            format!("{TAGS}, {BUCKET}, {value}{dir}, {TIME}, {KEY}")
+            // Points of one value and time: under `ORDER BY time DESC` InfluxDB keeps the
+            // last series in key order first, as it answers them.
+            format!(
+                "{TAGS}, {BUCKET}, {value}{dir}, {TIME}, {KEY}{}",
+                self.direction()
+            )
         };
         let columns = carried.join(", ");
         let mut best =

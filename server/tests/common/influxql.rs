@@ -168,6 +168,11 @@ pub fn queries() -> Vec<String> {
         format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"dc\" != 'a' AND {range} GROUP BY time(5m)"),
         format!("SELECT mean(\"value\") / 100 AS \"pct\" FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
         format!("SELECT percentile(\"value\", 90) FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
+        // Without `GROUP BY time` a percentile is at its point's time (values seldom equal).
+        format!("SELECT percentile(\"value\", 90) FROM \"cpu\" WHERE {range} GROUP BY \"host\""),
+        format!("SELECT percentile(\"value\", 20) * 2 FROM \"cpu\" WHERE \"host\" = 'h1' AND {range}"),
+        // Points of one value at one time, of two series: under DESC the later series'.
+        format!("SELECT bottom(\"free\", \"host\", 1) FROM \"disk\" WHERE time >= {} AND time <= {} GROUP BY time(2m) ORDER BY time DESC", ms(T0), ms(T0 + 119)),
         format!("SELECT count(distinct(\"n\")) FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
         format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range}"),
         format!("SELECT last(\"value\") FROM \"cpu\" WHERE {range}"),
