@@ -108,9 +108,9 @@ fn influxql_answers_match_influxdb_1_8() {
 
 /// Fills of string and boolean calls: a number fills the type's zero value, `fill(linear)`
 /// nothing, `fill(previous)` the value before (in the answer's order), as InfluxDB's string
-/// and boolean fill iterators do.
+/// and boolean fill iterators do; numeric calls of them are refused, as InfluxDB refuses them.
 #[test]
-fn string_and_boolean_calls_fill_as_influxdb_does() {
+fn string_and_boolean_calls_fill_and_refuse_as_influxdb_does() {
     let influxd = Influxd::start();
     let sluice = Server::start(&[]);
     let body =
@@ -127,6 +127,18 @@ fn string_and_boolean_calls_fill_as_influxdb_does() {
         let v: Value = serde_json::from_str(r.body.trim()).unwrap_or(Value::String(r.body.clone()));
         (r.status, v)
     };
+    // `SELECT <tail>` (with `{range}` the range above) sent to both: their answers.
+    let both = |tail: &str| {
+        let q = format!("SELECT {}", tail.replace("{range}", range));
+        let path = format!(
+            "/query?{}",
+            serde_urlencoded::to_string([("db", "h"), ("epoch", "s"), ("q", q.as_str())])
+                .expect("encode")
+        );
+        let want = ask(influxd.request("GET", &path, &[], b""));
+        let got = ask(sluice.request("GET", &path, &[], b""));
+        (q, want, got)
+    };
     let mut failures = Vec::new();
     for tail in [
         "first(\"s\") FROM sc WHERE {range} fill(0)",
@@ -136,15 +148,60 @@ fn string_and_boolean_calls_fill_as_influxdb_does() {
         "last(\"b\") FROM sc WHERE {range} fill(linear)",
         "last(\"s\") FROM sc WHERE {range} fill(previous) ORDER BY time DESC",
     ] {
-        let q = format!("SELECT {}", tail.replace("{range}", range));
-        let path = format!(
-            "/query?{}",
-            serde_urlencoded::to_string([("db", "h"), ("epoch", "s"), ("q", q.as_str())])
-                .expect("encode")
-        );
-        let want = ask(influxd.request("GET", &path, &[], b""));
-        let got = ask(sluice.request("GET", &path, &[], b""));
+        let (q, want, got) = both(tail);
         if want != got {
+            failures.push(format!("{q}\n    influxd: {want:?}\n    sluice:  {got:?}"));
+        }
+    }
+    // What InfluxDB computes only with numbers it refuses for strings and booleans (naming
+    // its iterator); sluice refuses them too, naming the call and the field.
+    for (tail, call, what) in [
+        ("mean(\"s\") FROM sc", "mean()", "s is a string field"),
+        ("sum(\"b\") FROM sc", "sum()", "b is a boolean field"),
+        ("max(\"s\") FROM sc", "max()", "s is a string field"),
+        ("stddev(\"b\") FROM sc", "stddev()", "b is a boolean field"),
+        (
+            "percentile(\"b\", 50) FROM sc",
+            "percentile()",
+            "b is a boolean field",
+        ),
+        (
+            "integral(\"s\") FROM sc",
+            "integral()",
+            "s is a string field",
+        ),
+        (
+            "difference(\"b\") FROM sc",
+            "difference()",
+            "b is a boolean field",
+        ),
+        (
+            "derivative(last(\"s\")) FROM sc WHERE {range}",
+            "derivative()",
+            "last(s) answers strings",
+        ),
+        (
+            "cumulative_sum(first(\"b\")) FROM sc WHERE {range}",
+            "cumulative_sum()",
+            "first(b) answers booleans",
+        ),
+    ] {
+        let (q, want, got) = both(tail);
+        let error = |a: &(u16, Value)| a.1["results"][0]["error"].as_str().map(str::to_string);
+        match (error(&want), error(&got)) {
+            (Some(_), Some(e)) if e.contains(call) && e.contains(what) => {}
+            _ => failures.push(format!(
+                "{q}: both must refuse it, sluice naming {call} and {what:?}\n    influxd: {want:?}\n    sluice:  {got:?}"
+            )),
+        }
+    }
+    // `elapsed` takes any type.
+    for tail in [
+        "elapsed(\"s\", 10s) FROM sc",
+        "elapsed(last(\"b\"), 1s) FROM sc WHERE {range}",
+    ] {
+        let (q, want, got) = both(tail);
+        if want != got || want.1["results"][0]["series"].is_null() {
             failures.push(format!("{q}\n    influxd: {want:?}\n    sluice:  {got:?}"));
         }
     }

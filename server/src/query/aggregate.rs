@@ -60,6 +60,7 @@ impl Query<'_> {
                             t.name()
                         )));
                     }
+                    functions::check_transform_input(&t, inner, self.src.fields)?;
                     (inner, Some(t))
                 }
                 None => (e, None),

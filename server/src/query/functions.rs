@@ -2,6 +2,9 @@
 //! semantics where the two differ (ties of `first`/`last`, the nearest rank of `percentile`,
 //! `stddev` of one point, `mode`'s ties).
 
+use std::collections::BTreeMap;
+
+use sluice_core::FieldType;
 use sluice_influxql::{Expr, Literal};
 
 use super::cond::{self, Operand, Scope};
@@ -177,6 +180,13 @@ pub fn call_sql(
         op @ Operand::Field(_, ty) => (within(cond::operand_sql(&op, "s.tags")), Some(ty)),
         _ => ("CAST(NULL, 'Nullable(Float64)')".into(), None),
     };
+    if let Some(t @ (FieldType::String | FieldType::Boolean)) = ty {
+        if takes_numbers(name, t) {
+            return Err(PlanError::Invalid(format!(
+                "{name}() takes a numeric field: {f} is a {t} field"
+            )));
+        }
+    }
     let mut agg = |f: &str, args: &str| states.agg(f, None, args);
     Ok(match name {
         "mean" => agg("avg", &x),
@@ -224,6 +234,48 @@ pub fn call_sql(
         }
         _ => unreachable!("function_kind checked"),
     })
+}
+
+/// Whether aggregate `name` refuses a field of type `t` (a string or a boolean), as InfluxDB
+/// has no iterator for it: `min` and `max` take booleans, no numeric aggregate takes strings.
+fn takes_numbers(name: &str, t: FieldType) -> bool {
+    match name {
+        "mean" | "median" | "sum" | "spread" | "stddev" | "percentile" => true,
+        "min" | "max" => t == FieldType::String,
+        _ => false,
+    }
+}
+
+/// Refuses transform `t` of `input` (a field, or an aggregate of one) where that answers
+/// strings or booleans: InfluxDB computes every transform but `elapsed` with numbers.
+pub fn check_transform_input(
+    t: &Transform,
+    input: &Expr,
+    fields: &BTreeMap<String, FieldType>,
+) -> Result<(), PlanError> {
+    if matches!(t, Transform::Elapsed(_)) {
+        return Ok(());
+    }
+    let field = match input {
+        Expr::VarRef { name, .. } => name,
+        Expr::Call { args, .. } => match args.first() {
+            Some(Expr::VarRef { name, .. }) => name,
+            _ => return Ok(()),
+        },
+        _ => return Ok(()),
+    };
+    if !fields.contains_key(field) {
+        return Ok(());
+    }
+    let ty = super::subquery::column_type(input, fields);
+    if !matches!(ty, FieldType::String | FieldType::Boolean) {
+        return Ok(());
+    }
+    let name = t.name();
+    Err(PlanError::Invalid(match input {
+        Expr::VarRef { .. } => format!("{name}() takes a numeric field: {field} is a {ty} field"),
+        _ => format!("{name}() takes numbers: {input} answers {ty}s"),
+    }))
 }
 
 /// The percentage of `percentile(f, N)`.
@@ -302,7 +354,11 @@ impl Transform {
         let before = format!("({part} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)");
         // Nullable even where a fill made the column a plain number: before a series' first
         // bucket the window is empty, and its `last_value` must be NULL, not 0.
-        let x = format!("toNullable(toFloat64({c}))");
+        // `elapsed` needs a value's presence alone: it takes strings and booleans too.
+        let x = match self {
+            Transform::Elapsed(_) => format!("if(({c}) IS NULL, NULL, toNullable(1.))"),
+            _ => format!("toNullable(toFloat64({c}))"),
+        };
         let pv = format!("last_value({x}) OVER {before}");
         let pt = format!("last_value(if(({x}) IS NULL, NULL, {TIME})) OVER {before}");
         let non_negative = |v: String, yes: bool| {

@@ -236,7 +236,7 @@ impl Query<'_> {
                 ty @ (FieldType::Float | FieldType::Integer | FieldType::UInteger),
             ) => Ok((sql, ty)),
             Operand::Field(_, ty) => Err(PlanError::Invalid(format!(
-                "integral() of a {} field is not defined: it needs numbers",
+                "integral() takes a numeric field: {name} is a {} field",
                 ty.name()
             ))),
             _ => Err(PlanError::Invalid(format!(

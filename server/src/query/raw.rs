@@ -39,6 +39,7 @@ impl Query<'_> {
                     )))
                 }
                 Some((t, field)) => {
+                    functions::check_transform_input(&t, field, self.src.fields)?;
                     transforms.push((i, t, wraps));
                     field
                 }
