@@ -17,8 +17,7 @@
 //! sluice plans), `percentile()` per bucket under 50 (where the first bucket has too few
 //! points InfluxDB answers nothing) and without `GROUP BY time` of values often equal (the
 //! point's time among them depends on InfluxDB's sort). Differences not resolved (README,
-//! "Not yet"): `top()`/`bottom()` beside `LIMIT` or `OFFSET`; `SLIMIT` with
-//! conditions (InfluxDB counts a group a condition leaves without points); `stddev()` inside
+//! "Not yet"): `top()`/`bottom()` beside `LIMIT` or `OFFSET`; `stddev()` inside
 //! a transform (its last bits differ, and a non-negative difference near zero keeps or drops
 //! a row on them).
 

@@ -53,14 +53,19 @@ pub enum Partial {
     Ping,
     /// The pod's databases, policies, measurements and field types (`JSONEachRow`).
     Catalog,
-    /// The pod's series of `db` (`db, measurement, tags` in `Native`): those of `measurement`,
-    /// or those that statement `statement` of `q` (a `SHOW`) selects.
+    /// The pod's series of `db` (`db, measurement, tags` in `Native`): those of `measurement`
+    /// (one per key set, or `every` one), or those that statement `statement` of `q` (a
+    /// `SHOW`) selects.
     Series {
         db: String,
         measurement: Option<String>,
         q: Option<String>,
         statement: usize,
         now: i64,
+        /// Every series of `measurement`, for the groups `SLIMIT` counts; else one per key
+        /// set, for the measurement's tag keys.
+        #[serde(default)]
+        every: bool,
     },
     /// The pod's distinct tag values (`measurement, k, v` in `Native`) that statement
     /// `statement` of `q` (a `SHOW TAG VALUES`) lists.

@@ -168,6 +168,49 @@ pub fn split(cond: Option<&Expr>, scope: &Scope) -> Result<Where, PlanError> {
     Ok(out)
 }
 
+/// SQL over the series table's `tags`, each true for every series `cond` can select, as
+/// InfluxDB's index reads a condition before it reads a point: a tag comparison as it is,
+/// what reads a field (or nothing) as true. `SLIMIT` counts the groups of these series.
+pub fn series_superset(cond: Option<&Expr>, scope: &Scope) -> Result<Vec<String>, PlanError> {
+    let mut parts = Vec::new();
+    if let Some(c) = cond {
+        conjuncts(c, &mut parts);
+    }
+    let mut out = Vec::new();
+    for part in parts {
+        if time_bound(part, scope)?.is_none() {
+            out.extend(tag_part(part, scope)?);
+        }
+    }
+    Ok(out)
+}
+
+/// `e` with what reads a field taken as true: `None` where the whole is.
+fn tag_part(e: &Expr, scope: &Scope) -> Result<Option<String>, PlanError> {
+    Ok(match e {
+        Expr::Paren(inner) => tag_part(inner, scope)?,
+        Expr::Binary {
+            lhs,
+            op: op @ (BinaryOp::And | BinaryOp::Or),
+            rhs,
+        } => match (tag_part(lhs, scope)?, tag_part(rhs, scope)?, op) {
+            (Some(a), Some(b), BinaryOp::And) => Some(format!("({a} AND {b})")),
+            (Some(a), Some(b), _) => Some(format!("({a} OR {b})")),
+            // One side holds every series.
+            (a, b, BinaryOp::And) => a.or(b),
+            _ => None,
+        },
+        other => {
+            let refs = references(other, scope);
+            if refs.tags && !refs.fields && !refs.time {
+                Some(sql(other, scope, "tags")?)
+            } else {
+                None
+            }
+        }
+    })
+}
+
 /// The conditions joined by top-level `AND`s (through parentheses).
 pub(super) fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     match e {
@@ -524,6 +567,26 @@ mod tests {
         );
         assert_eq!(w.rows, ["(m.`value` > 1)"]);
         assert!(!w.rows_use_tags);
+    }
+
+    #[test]
+    fn the_series_a_condition_can_select_take_what_reads_a_field_as_true() {
+        let f = fields();
+        let superset = |q: &str| {
+            let e = sluice_influxql::parse_expr(q).unwrap();
+            series_superset(Some(&e), &scope(&f)).unwrap()
+        };
+        let d = "(tags['dc'] != 'b')";
+        assert_eq!(
+            superset("time > 0 AND ((dc != 'b' AND value > 1) OR (dc != 'b' AND n != 4))"),
+            [format!("({d} OR {d})")]
+        );
+        assert!(superset("host = 'a' OR value > 1").is_empty());
+        assert_eq!(
+            superset("value > 1 AND host = 'a'"),
+            ["(tags['host'] = 'a')"]
+        );
+        assert!(superset("value > 1").is_empty());
     }
 
     #[test]

@@ -141,6 +141,7 @@ impl Ctx<'_> {
             q: Some(self.req.q.to_string()),
             statement: id,
             now: self.now_ns,
+            every: false,
         }
     }
 }

@@ -213,16 +213,17 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
             q,
             statement,
             now,
+            every,
         } => {
             let (filter, one_per) = match (measurement, q) {
-                // Asked only for the measurement's tag keys (`*`, `GROUP BY *`).
+                // Asked for the measurement's tag keys (`*`, `GROUP BY *`), or for its groups.
                 (Some(m), _) => (
                     format!(
                         "db = {} AND measurement = {}",
                         sluice_core::names::quote_str(db),
                         sluice_core::names::quote_str(m)
                     ),
-                    Some(meta::OnePer::KeySet),
+                    (!every).then_some(meta::OnePer::KeySet),
                 ),
                 (None, Some(q)) => show_filter(q, *statement, db, *now)?,
                 (None, None) => (format!("db = {}", sluice_core::names::quote_str(db)), None),

@@ -110,6 +110,9 @@ pub struct Plan {
     /// ([`super::subquery::column_type`]); `None` when the columns are not one per select
     /// field (`top()` with tags beside it).
     pub value_types: Option<Vec<FieldType>>,
+    /// Where the statement's groups of series are listed, when it groups by tags: `SLIMIT`
+    /// and `SOFFSET` count them all.
+    pub groups: Option<super::series_limit::GroupSource>,
 }
 
 impl Plan {
@@ -216,6 +219,15 @@ pub fn plan(
             .map(|e| super::subquery::column_type(e, src.fields))
             .collect()
     });
+    let groups = match grouping.tagged() {
+        true => Some(super::series_limit::GroupSource {
+            db: src.db.to_string(),
+            measurement: src.measurement.to_string(),
+            keys: grouping.keys().to_vec(),
+            series: cond::series_superset(stmt.condition.as_ref(), &scope)?,
+        }),
+        false => None,
+    };
     Ok(Some(Plan {
         sql,
         columns,
@@ -223,6 +235,7 @@ pub fn plan(
         aggregation_in_order,
         one_thread,
         grouping_keys: grouping.keys().to_vec(),
+        groups,
         value_types,
     }))
 }

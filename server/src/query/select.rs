@@ -1,6 +1,8 @@
 //! `SELECT`: per measurement, planned and run on this pod, or gathered from every pod of the
 //! tenant ([`super::partial`], [`super::gather`]).
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 use sluice_influxql::{Measurement, SelectStatement, Source as FromSource};
 
@@ -24,6 +26,9 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outc
         index: id,
     };
     let mut series = Vec::new();
+    // Each measurement's groups of series, which `SLIMIT` and `SOFFSET` count.
+    let mut groups = BTreeMap::new();
+    let limits = sel.slimit.is_some() || sel.soffset.is_some();
     for source in &sel.sources {
         let m = match source {
             FromSource::Measurement(m) => m,
@@ -33,15 +38,52 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outc
             }
         };
         measurement_rows(ctx, sel, m, &text, &mut |name, p, rows| {
+            if let (true, Some(g)) = (limits, &p.groups) {
+                groups.insert(name.to_string(), groups_of(ctx, g, id)?);
+            }
             shape::series(name, &p.columns, p.tagged, rows, epoch, &mut series)
         })?;
     }
-    Ok(outcome(sel, id, series))
+    Ok(outcome_of(sel, id, series, &groups))
 }
 
-/// Statement `id`'s answer: its `series`, within its `SLIMIT` and `SOFFSET`.
-pub(super) fn outcome(sel: &SelectStatement, id: usize, mut series: Vec<Vec<u8>>) -> Outcome {
-    super::series_limit::limit_tag_sets(&mut series, sel.slimit, sel.soffset);
+/// The keys of the groups `g` lists (in every pod when gathering).
+fn groups_of(
+    ctx: &Ctx,
+    g: &super::series_limit::GroupSource,
+    id: usize,
+) -> Result<Vec<String>, String> {
+    let what = Partial::Series {
+        db: g.db.clone(),
+        measurement: Some(g.measurement.clone()),
+        q: None,
+        statement: id,
+        now: ctx.now_ns,
+        every: true,
+    };
+    let rows = ctx.fetch_series(what, false, &|from| g.sql(from))?;
+    Ok(rows
+        .rows
+        .iter()
+        .filter_map(|r| r.first().and_then(Value::as_str))
+        .map(super::series_limit::key_of)
+        .collect())
+}
+
+/// Statement `id`'s answer: its `series`, within its `SLIMIT` and `SOFFSET`, the series
+/// answered counting as the groups.
+pub(super) fn outcome(sel: &SelectStatement, id: usize, series: Vec<Vec<u8>>) -> Outcome {
+    outcome_of(sel, id, series, &BTreeMap::new())
+}
+
+/// [`outcome`], with each measurement's `groups` where they are known.
+fn outcome_of(
+    sel: &SelectStatement,
+    id: usize,
+    mut series: Vec<Vec<u8>>,
+    groups: &BTreeMap<String, Vec<String>>,
+) -> Outcome {
+    super::series_limit::limit_tag_sets(&mut series, sel.slimit, sel.soffset, groups);
     Outcome::Series {
         id,
         series,
@@ -308,6 +350,7 @@ fn tag_keys(ctx: &Ctx, db: &str, measurement: &str) -> Result<Vec<String>, Strin
         q: None,
         statement: 0,
         now: ctx.now_ns,
+        every: false,
     };
     let rows = ctx.fetch_series(what, false, &|from| meta::tag_keys_sql(from, &filter))?;
     Ok(rows

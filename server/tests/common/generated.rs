@@ -204,12 +204,10 @@ fn tail(r: &mut Rng, series_limit: bool) -> String {
     if r.chance(20) {
         t.push_str(" ORDER BY time DESC");
     }
-    // No `OFFSET` beside `SLIMIT`: one can leave a group without points, which InfluxDB
-    // still counts (see `limits_series`).
     let series_limit = series_limit && r.chance(30);
     if r.chance(30) {
         t.push_str(&format!(" LIMIT {}", 1 + r.below(5)));
-        if !series_limit && r.chance(50) {
+        if r.chance(50) {
             t.push_str(&format!(" OFFSET {}", r.below(4)));
         }
     }
@@ -222,12 +220,9 @@ fn tail(r: &mut Rng, series_limit: bool) -> String {
     t
 }
 
-/// Whether a statement gets `SLIMIT`/`SOFFSET`: grouped by tag, with no condition but the
-/// time range. InfluxDB limits the groups its index has for the tag conditions before it
-/// reads a point, so a group without points left by a condition still counts; sluice limits
-/// the groups answered (see the module doc).
-fn limits_series(w: &str, g: &str) -> bool {
-    (g.contains('"') || g.contains('*')) && !w.contains('"')
+/// Whether a statement may get `SLIMIT`/`SOFFSET`: grouped by tag.
+fn limits_series(g: &str) -> bool {
+    g.contains('"') || g.contains('*')
 }
 
 fn where_clause(r: &mut Rng, m: &Measurement, time: bool) -> String {
@@ -271,7 +266,7 @@ pub fn statement(r: &mut Rng) -> String {
             } else {
                 String::new()
             };
-            let t = tail(r, limits_series(&w, &g));
+            let t = tail(r, limits_series(&g));
             format!(
                 "SELECT {} FROM {from}{w} GROUP BY {g}{fill}{t}",
                 fields.join(", ")
@@ -289,7 +284,7 @@ pub fn statement(r: &mut Rng) -> String {
                 w = one_host(r, &w);
             }
             let g = g.map(|g| format!(" GROUP BY {g}")).unwrap_or_default();
-            let t = tail(r, limits_series(&w, &g));
+            let t = tail(r, limits_series(&g));
             format!("SELECT {a} FROM {from}{w}{g}{t}")
         }
         // Transforms over aggregates per bucket, maybe beside other calls.
@@ -337,7 +332,7 @@ pub fn statement(r: &mut Rng) -> String {
                 w = one_host(r, &w);
             }
             let g = g.map(|g| format!(" GROUP BY {g}")).unwrap_or_default();
-            let t = tail(r, limits_series(&w, &g));
+            let t = tail(r, limits_series(&g));
             format!("SELECT {sel} FROM {from}{w}{g}{t}")
         }
         // Selectors: top/bottom, and a selector beside a tag.

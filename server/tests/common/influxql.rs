@@ -168,6 +168,10 @@ pub fn queries() -> Vec<String> {
         format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"dc\" != 'a' AND {range} GROUP BY time(5m)"),
         format!("SELECT mean(\"value\") / 100 AS \"pct\" FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
         format!("SELECT percentile(\"value\", 90) FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
+        // `SLIMIT` counts a group the range, a condition or an `OFFSET` leaves without points.
+        format!("SELECT max(\"value\") FROM \"cpu\" WHERE time >= {} AND time <= {} GROUP BY \"host\" SLIMIT 1", ms(T0 + 240), ms(T0 + 290)),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"value\" > 90 AND time >= {} AND time <= {} GROUP BY \"host\" SLIMIT 2 SOFFSET 1", ms(T0 + 200), ms(T0 + 260)),
+        format!("SELECT non_negative_difference(\"n\") FROM \"cpu\" WHERE time >= {} AND time <= {} GROUP BY \"host\" LIMIT 5 OFFSET 3 SLIMIT 2 SOFFSET 1", ms(T0 + 200), ms(T0 + 260)),
         // Without `GROUP BY time` a percentile is at its point's time (values seldom equal).
         format!("SELECT percentile(\"value\", 90) FROM \"cpu\" WHERE {range} GROUP BY \"host\""),
         format!("SELECT percentile(\"value\", 20) * 2 FROM \"cpu\" WHERE \"host\" = 'h1' AND {range}"),
