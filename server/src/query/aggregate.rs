@@ -158,11 +158,11 @@ impl Query<'_> {
                 )
             }
         };
-        let (inner, filled) = match (&bucketing, fill) {
+        let (mut inner, filled) = match (&bucketing, fill) {
             (Some(b), f) if f != Fill::None => (format!("{inner} {}", b.fill_sql()?), true),
             _ => (inner, false),
         };
-        let outer_cols: Vec<String> = outer
+        let mut outer_cols: Vec<String> = outer
             .iter()
             .enumerate()
             .map(|(i, whole)| {
@@ -183,10 +183,10 @@ impl Query<'_> {
         } else {
             String::new()
         };
-        let (mut outer_cols, mut inner) = (outer_cols, inner);
-        if !transforms.is_empty() && !plain.is_empty() {
-            // Beside transforms, a call makes rows for the series where it has a value, as
-            // InfluxDB fills only the series a call's iterator has.
+        if !transforms.is_empty() && !plain.is_empty() && fill != Fill::None {
+            // Beside transforms, a filled call makes rows for the series where it has a value,
+            // as InfluxDB fills only the series a call's iterator has (under `fill(none)` its
+            // values alone make rows).
             let has: Vec<String> = plain
                 .iter()
                 .map(|(i, has)| {

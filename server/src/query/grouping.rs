@@ -67,15 +67,18 @@ impl Grouping {
     pub(super) fn sql(&self) -> String {
         match self {
             Grouping::None => "'{}'".into(),
-            Grouping::Tags(keys) => {
-                let pairs: Vec<String> = keys
-                    .iter()
-                    .map(|k| format!("{}, s.tags[{}]", quote_str(k), quote_str(k)))
-                    .collect();
-                format!("toJSONString(map({}))", pairs.join(", "))
-            }
+            Grouping::Tags(keys) => tags_json(keys, "s.tags"),
         }
     }
+}
+
+/// The tags `keys` (sorted) of a series table's `tags` column as a JSON object in text.
+pub(super) fn tags_json(keys: &[String], tags: &str) -> String {
+    let pairs: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{}, {tags}[{}]", quote_str(k), quote_str(k)))
+        .collect();
+    format!("toJSONString(map({}))", pairs.join(", "))
 }
 
 /// A regex of the select list, compiled here only to filter key names (the engine runs every

@@ -139,7 +139,8 @@ impl Query<'_> {
                 Some((_, t, wraps)) => {
                     if let Some(rank) = t.value_rank(&c) {
                         ranks.push(format!(
-                            "toInt64(count({c}) OVER (PARTITION BY {TAGS} {order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) AS {rank}"
+                            "toInt64(count({c}) OVER {}) AS {rank}",
+                            so_far(&order)
                         ));
                     }
                     let sql = t.sql(&c, self.descending(), beyond.as_deref());
@@ -147,14 +148,14 @@ impl Query<'_> {
                     emits.push(Some(present));
                 }
                 None => {
+                    cols.push(c);
                     emits.push(beside.map(|b| match b.fill {
                         Fill::None => present,
-                        _ => format!("{} = 1", has_col(i)),
+                        _ => {
+                            cols.push(has_col(i));
+                            format!("{} = 1", has_col(i))
+                        }
                     }));
-                    cols.push(c);
-                    if beside.is_some() {
-                        cols.push(has_col(i));
-                    }
                 }
             }
         }
@@ -206,6 +207,11 @@ impl Query<'_> {
     }
 }
 
+/// A window over a series' rows up to the current one, in `order` (`ORDER BY ...`).
+fn so_far(order: &str) -> String {
+    format!("(PARTITION BY {TAGS} {order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)")
+}
+
 /// The column beside call `i` of an aggregate with transforms: 1 where the series has a
 /// value of the call in the asked range.
 pub(super) fn has_col(i: usize) -> String {
@@ -241,9 +247,7 @@ fn per_call_limit(
             continue;
         };
         let n = format!("__sl_n{i}");
-        counted.push(format!(
-            "sum(toUInt64({e})) OVER (PARTITION BY {TAGS} {order} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS {n}"
-        ));
+        counted.push(format!("sum(toUInt64({e})) OVER {} AS {n}", so_far(order)));
         let k = format!("(({e}) AND {n} > {offset} AND {n} <= {upto})");
         outer.push(format!("if({k}, {c}, NULL) AS {c}"));
         kept.push(k);

@@ -28,19 +28,14 @@ impl GroupSource {
     /// The distinct groups of a series table `from` (`db, measurement, tags`), each as the
     /// JSON object of its grouping tags.
     pub fn sql(&self, from: &str) -> String {
-        let pairs: Vec<String> = self
-            .keys
-            .iter()
-            .map(|k| format!("{}, tags[{}]", quote_str(k), quote_str(k)))
-            .collect();
         let mut conds = vec![
             format!("db = {}", quote_str(&self.db)),
             format!("measurement = {}", quote_str(&self.measurement)),
         ];
         conds.extend(self.series.iter().cloned());
         format!(
-            "SELECT DISTINCT toJSONString(map({})) FROM {from} WHERE {}",
-            pairs.join(", "),
+            "SELECT DISTINCT {} FROM {from} WHERE {}",
+            super::grouping::tags_json(&self.keys, "tags"),
             conds.join(" AND ")
         )
     }
