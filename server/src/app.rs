@@ -380,6 +380,8 @@ impl App {
             .set(self.scheduler.failing_tables().len() as i64);
         m.request_memory_available
             .set(self.admission.memory_available() as i64);
+        m.requests_in_flight
+            .set(self.admission.requests_in_flight() as i64);
         if let Ok(parts) = self.ingest.catalog.part_counts() {
             m.table_parts.reset();
             // Tables beyond the label cap are summed into one series.

@@ -49,6 +49,7 @@ pub struct Metrics {
     pub backpressure: IntCounterVec,
     pub flush_failing_tables: IntGauge,
     pub request_memory_available: IntGauge,
+    pub requests_in_flight: IntGauge,
     /// Table names used as label values so far (see [`Metrics::table_label`]).
     table_labels: Mutex<HashSet<String>>,
 }
@@ -204,6 +205,10 @@ impl Metrics {
             request_memory_available: reg!(IntGauge::new(
                 "request_memory_available_bytes",
                 "What is left of limits.request_memory_bytes for request bodies and their parse"
+            )),
+            requests_in_flight: reg!(IntGauge::new(
+                "requests_in_flight",
+                "Reads and writes holding a place out of limits.max_requests_in_flight"
             )),
             table_labels: Mutex::new(HashSet::new()),
             registry,

@@ -56,6 +56,12 @@ impl Admission {
         }
     }
 
+    /// Requests holding a place now (for metrics): a streamed answer holds its place until
+    /// its last chunk, a stalled body until its read times out.
+    pub fn requests_in_flight(&self) -> u64 {
+        (self.max_requests.max(1) as usize).saturating_sub(self.requests.available_permits()) as u64
+    }
+
     /// Memory left in the budget, in bytes (for metrics).
     pub fn memory_available(&self) -> u64 {
         self.memory.available_permits() as u64 * UNIT
