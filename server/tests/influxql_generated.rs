@@ -16,10 +16,11 @@
 //! `GROUP BY time` without a time range (InfluxDB counts buckets up to now, past the million
 //! sluice plans), `percentile()` per bucket under 50 (where the first bucket has too few
 //! points InfluxDB answers nothing) and without `GROUP BY time` of values often equal (the
-//! point's time among them depends on InfluxDB's sort). Differences not resolved (README,
-//! "Not yet"): `top()`/`bottom()` beside `LIMIT` or `OFFSET`; `stddev()` inside
-//! a transform (its last bits differ, and a non-negative difference near zero keeps or drops
-//! a row on them).
+//! point's time among them depends on InfluxDB's sort), and `top()`/`bottom()` without tags
+//! under `LIMIT` or `OFFSET` over several series (which of their points at one time are
+//! first depends on InfluxDB's merge). Differences not resolved: `stddev()` inside a
+//! transform (its last bits differ, and a non-negative difference near zero keeps or drops a
+//! row on them).
 
 mod common;
 

@@ -165,7 +165,7 @@ pub fn plan(
     if !exprs.iter().any(|e| reads_a_field(e, &scope)) {
         return Ok(None);
     }
-    let ranked = match super::top::ranked(&exprs, stmt.limit, stmt.offset)? {
+    let ranked = match super::top::ranked(&exprs, stmt.limit)? {
         Some(r) => Some(r),
         None => super::top::selector_beside_fields(&exprs),
     };

@@ -19,6 +19,8 @@ use super::order_key::{self, Part};
 use super::plan::{has_call, value_col, Mode, Query, KEY, SID, TAGS, TIME};
 use super::PlanError;
 
+mod window;
+
 /// The bucket of a ranked point (a constant without `GROUP BY time`).
 const BUCKET: &str = "__sl_b";
 
@@ -100,7 +102,6 @@ fn is_ranking(e: &Expr) -> bool {
 pub(super) fn ranked<'e>(
     exprs: &[&'e Expr],
     limit: Option<u64>,
-    offset: Option<u64>,
 ) -> Result<Option<Ranked<'e>>, PlanError> {
     let mut found = None;
     for (i, e) in exprs.iter().enumerate() {
@@ -165,11 +166,6 @@ pub(super) fn ranked<'e>(
     if let Some(l) = limit.filter(|l| *l < n) {
         return Err(PlanError::Invalid(format!(
             "limit ({n}) in {name} function can not be larger than the LIMIT ({l}) in the select statement"
-        )));
-    }
-    if offset.is_some_and(|o| o > 0) {
-        return Err(PlanError::Unsupported(format!(
-            "OFFSET with {name}() is not supported by sluice yet"
         )));
     }
     let field = &args[0];
@@ -241,12 +237,13 @@ impl Query<'_> {
             Mode::Whole | Mode::Partial | Mode::Shape => {
                 self.series_best(r, &cols, bucketing.as_ref())?
             }
-            Mode::Final(source) => {
+            Mode::Final(source) => self.window_of_shares(
+                r,
                 format!(
                     "SELECT {TAGS}, {TIME}, {} FROM {source}",
                     carried.join(", ")
-                )
-            }
+                ),
+            ),
         };
         let bucket = match &bucketing {
             Some(b) => b.start_sql(TIME),
@@ -276,7 +273,7 @@ impl Query<'_> {
         }
         let ranked = format!(
             "SELECT {TAGS}, {TIME}, {columns} FROM ({best}) ORDER BY {order} LIMIT {} BY {TAGS}, {BUCKET}",
-            r.n
+            self.kept_per_group(r)
         );
         if matches!(self.mode, Mode::Partial | Mode::Shape) {
             return Ok(ranked);
@@ -402,8 +399,13 @@ impl Query<'_> {
         } else {
             (format!("({})", carried.join(", ")), "pt.1".to_string())
         };
-        let keep = if r.tags.is_empty() { r.n } else { 1 };
-        let present = [format!("{x} IS NOT NULL")];
+        let keep = if r.tags.is_empty() {
+            self.kept_per_group(r)
+        } else {
+            1
+        };
+        let mut present = vec![format!("{x} IS NOT NULL")];
+        present.extend(self.window_rows(r, x));
         let (bucket, group) = match bucketing {
             Some(b) => (
                 format!(", {} AS {BUCKET}", b.bucket_sql()),

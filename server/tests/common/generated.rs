@@ -346,8 +346,12 @@ pub fn statement(r: &mut Rng) -> String {
                 1 => format!("{}(\"{f}\"), \"{}\"", r.pick(SELECTORS), r.pick(m.tags)),
                 _ => format!("{which}(\"{f}\", {n})"),
             };
+            // LIMIT and OFFSET: without tags as arguments InfluxDB ranks each group's first
+            // OFFSET + LIMIT + 1 points (`query::top::window`), and which points of several
+            // series at one time are first depends on its merge: those statements read one.
+            let limited = choice != 1 && r.chance(40);
             let mut w = where_clause(r, m, true);
-            if choice == 1 {
+            if choice == 1 || (limited && choice >= 2) {
                 // Of one series: between series with points at one time, InfluxDB's pick
                 // beside other fields depends on its merge.
                 w.push_str(&format!(
@@ -362,13 +366,18 @@ pub fn statement(r: &mut Rng) -> String {
                     .unwrap_or_default(),
                 _ => String::new(),
             };
-            // No LIMIT or OFFSET: top() and bottom() refuse OFFSET (not yet), and InfluxDB
-            // applies a LIMIT beside them before it ranks.
-            let t = if r.chance(20) {
-                " ORDER BY time DESC"
+            let mut t = if r.chance(20) {
+                " ORDER BY time DESC".to_string()
             } else {
-                ""
+                String::new()
             };
+            if limited {
+                match r.below(3) {
+                    0 => t.push_str(&format!(" LIMIT {}", n + r.below(3))),
+                    1 => t.push_str(&format!(" LIMIT {} OFFSET {}", n + r.below(3), r.below(4))),
+                    _ => t.push_str(&format!(" OFFSET {}", 1 + r.below(3))),
+                }
+            }
             format!("SELECT {sel} FROM {from}{w}{g}{t}")
         }
     }

@@ -247,6 +247,12 @@ pub fn queries() -> Vec<String> {
         format!("SELECT top(\"value\", 3) / 100 FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
         format!("SELECT abs(bottom(\"n\", \"host\", 2) - 10) * 2 AS \"x\" FROM \"cpu\" WHERE {range}"),
         format!("SELECT top(\"n\", 2) * 3 FROM \"cpu\" WHERE {range} GROUP BY \"host\" ORDER BY time DESC"),
+        // Under LIMIT or OFFSET, without tags as arguments: only each group's first OFFSET +
+        // LIMIT + 1 points rank, then the answer takes the LIMIT and OFFSET.
+        format!("SELECT top(\"value\", 2) FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 3"),
+        format!("SELECT bottom(\"n\", 2) FROM \"cpu\" WHERE {wide} GROUP BY time(1m), \"host\" LIMIT 4 OFFSET 1"),
+        format!("SELECT top(\"value\", 2), \"n\" FROM \"cpu\" WHERE {range} GROUP BY \"host\" ORDER BY time DESC OFFSET 1"),
+        format!("SELECT top(\"value\", \"host\", 2) FROM \"cpu\" WHERE {range} LIMIT 3 OFFSET 1"),
         // integral() of one series per group: the trapezium rule; a segment crossing a
         // bucket's end cut at the interpolated value (for an integer field with the earlier
         // point's value kept), one across empty buckets (h1's minute 4) put in its end's; no

@@ -6,7 +6,7 @@ use super::*;
 fn check(q: &str) -> Result<Option<(usize, Vec<String>, u64)>, PlanError> {
     let stmt = crate::query::plan::select_of(q);
     let exprs: Vec<&Expr> = stmt.fields.iter().map(|f| &f.expr).collect();
-    Ok(ranked(&exprs, stmt.limit, stmt.offset)?
+    Ok(ranked(&exprs, stmt.limit)?
         .map(|r| (r.index, r.tags.iter().map(|t| t.to_string()).collect(), r.n)))
 }
 
@@ -63,5 +63,59 @@ fn names_what_sluice_does_not_run_yet() {
         check("SELECT abs(top(v, host, 2)) / 100 FROM m").unwrap(),
         Some((0, vec!["host".into()], 2))
     );
-    assert!(error("SELECT top(v, 2) FROM m OFFSET 1").contains("not supported by sluice yet"));
+    assert_eq!(
+        check("SELECT top(v, 2) FROM m OFFSET 1").unwrap(),
+        Some((0, vec![], 2))
+    );
+}
+
+/// Under `LIMIT` or `OFFSET`, `top()` without tags ranks each group's first `OFFSET + LIMIT +
+/// 1` points, as InfluxDB's storage iterator hands it; a pod's share sends its whole window,
+/// and the gathering pod takes the tenant's window out of the shares before it ranks.
+#[test]
+fn under_limit_or_offset_only_the_first_points_rank() {
+    use crate::query::plan::{plan_in, Mode};
+    let sql = |q: &str, mode| plan_in(q, mode).unwrap().unwrap().sql;
+    let whole = sql(
+        "SELECT top(value, 2) FROM cpu LIMIT 3 OFFSET 1",
+        Mode::Whole,
+    );
+    assert!(
+        whole.contains("(m.series_id, m.time) IN (SELECT m.series_id, m.time FROM"),
+        "{whole}"
+    );
+    assert!(
+        whole.contains("ORDER BY '{}', m.time, toJSONString(mapSort(s.tags)) LIMIT 5)"),
+        "{whole}"
+    );
+    assert!(whole.contains("LIMIT 2 BY __sl_tags, __sl_b"), "{whole}");
+    let grouped = sql(
+        "SELECT bottom(value, 2) FROM cpu GROUP BY dc ORDER BY time DESC OFFSET 2",
+        Mode::Whole,
+    );
+    assert!(grouped.contains("m.time DESC, toJSONString(mapSort(s.tags)) LIMIT 3 BY toJSONString(map('dc', s.tags['dc'])))"), "{grouped}");
+    let share = sql("SELECT top(value, 2) FROM cpu LIMIT 3", Mode::Partial);
+    assert!(share.contains("groupArraySorted(4)"), "{share}");
+    assert!(share.contains("LIMIT 4 BY __sl_tags, __sl_b"), "{share}");
+    let last = plan_in(
+        "SELECT top(value, 2) FROM cpu LIMIT 3",
+        Mode::Final("shares"),
+    )
+    .unwrap()
+    .unwrap()
+    .sql;
+    assert!(
+        last.contains("FROM shares) ORDER BY __sl_tags, __sl_t, __sl_key LIMIT 4)"),
+        "{last}"
+    );
+    for q in [
+        "SELECT top(value, host, 2) FROM cpu LIMIT 3",
+        "SELECT top(value, 2) FROM cpu",
+        "SELECT max(value), host FROM cpu LIMIT 3",
+    ] {
+        assert!(
+            !sql(q, Mode::Whole).contains("(m.series_id, m.time) IN"),
+            "{q}"
+        );
+    }
 }
