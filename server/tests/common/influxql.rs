@@ -253,6 +253,8 @@ pub fn queries() -> Vec<String> {
         format!("SELECT bottom(\"n\", 2) FROM \"cpu\" WHERE {wide} GROUP BY time(1m), \"host\" LIMIT 4 OFFSET 1"),
         format!("SELECT top(\"value\", 2), \"n\" FROM \"cpu\" WHERE {range} GROUP BY \"host\" ORDER BY time DESC OFFSET 1"),
         format!("SELECT top(\"value\", \"host\", 2) FROM \"cpu\" WHERE {range} LIMIT 3 OFFSET 1"),
+        // Over a subquery every point ranks.
+        format!("SELECT top(\"value\", 2) FROM (SELECT \"value\" FROM \"cpu\" WHERE {range}) GROUP BY \"host\" LIMIT 3 OFFSET 1"),
         // integral() of one series per group: the trapezium rule; a segment crossing a
         // bucket's end cut at the interpolated value (for an integer field with the earlier
         // point's value kept), one across empty buckets (h1's minute 4) put in its end's; no

@@ -9,6 +9,8 @@
 //! series' first four points. With tags as arguments the input is a `max` per tag value
 //! built without the limits, and the window does not apply.
 //!
+//! Over a subquery's answer there is no storage iterator, and every point ranks.
+//!
 //! InfluxDB limits the points of each shard (seven days by default) apart; sluice takes the
 //! window over the whole range, as one shard would. Points of several series at one time
 //! take the window in series key order.
@@ -20,7 +22,8 @@ use super::Ranked;
 impl Query<'_> {
     /// How many of each group's first points the call ranks, where the window applies.
     pub(super) fn rank_window(&self, r: &Ranked) -> Option<u64> {
-        if !r.tags.is_empty() || r.selector || r.by_time {
+        // Over a subquery's rows InfluxDB ranks them all: its iterator is not the storage's.
+        if !r.tags.is_empty() || r.selector || r.by_time || self.src.series.is_some() {
             return None;
         }
         let (limit, offset) = (self.stmt.limit.unwrap_or(0), self.stmt.offset.unwrap_or(0));
