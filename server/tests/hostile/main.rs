@@ -56,3 +56,11 @@ pub fn survived(s: &Server, before: u64, max_growth: u64, what: &str) {
     );
     s.wait_sql("SELECT sum(v) FROM canary_autogen_canary", "3");
 }
+
+/// The value of an unlabelled metric in a `/metrics` text.
+pub fn metric(metrics: &str, name: &str) -> Option<u64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}

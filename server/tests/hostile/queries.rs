@@ -5,7 +5,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use crate::common::{Resp, Server};
-use crate::{server, survived, urlencode, MIB};
+use crate::{metric, server, survived, urlencode, MIB};
 
 #[test]
 fn queries_are_bounded_and_refused_when_they_reach_outside() {
@@ -178,11 +178,7 @@ fn in_flight_becomes(s: &Server, n: u64) -> bool {
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(2) {
         let metrics = s.request("GET", "/metrics", &[], b"").body;
-        let now = metrics
-            .lines()
-            .find_map(|l| l.strip_prefix("sluice_requests_in_flight "))
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        if now == Some(n) {
+        if metric(&metrics, "sluice_requests_in_flight") == Some(n) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::common::Server;
-use crate::{gzip, server, survived, MIB};
+use crate::{gzip, metric, server, survived, MIB};
 
 #[test]
 fn write_bodies_are_bounded_whatever_they_hold() {
@@ -205,11 +205,7 @@ fn writes_wait_while_the_disk_is_short() {
         metrics.contains("sluice_backpressure_total{reason=\"wal_disk\"} 1"),
         "{metrics}"
     );
-    let wal_bytes = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("sluice_wal_disk_bytes "))
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .expect("sluice_wal_disk_bytes");
+    let wal_bytes = metric(&metrics, "sluice_wal_disk_bytes").expect("sluice_wal_disk_bytes");
     assert!(wal_bytes > 1024, "{wal_bytes}");
     drop(s);
 
