@@ -70,6 +70,8 @@ pub struct App {
     pub views: crate::query::gather::ViewCache,
     /// The columns of the shares this pod has gathered (see [`crate::query::shapes`]).
     pub shapes: crate::query::shapes::Shapes,
+    /// The series that tag conditions select, as last read (see [`crate::query::series_ids`]).
+    pub series_ids: crate::query::series_ids::SeriesIds,
     /// Requests in flight and their memory (see [`crate::http::Admission`]).
     pub admission: crate::http::Admission,
     /// The threads that inflate and parse request bodies (see [`crate::parse_pool`]).
@@ -231,6 +233,7 @@ impl App {
             cluster,
             views: Default::default(),
             shapes: Default::default(),
+            series_ids: Default::default(),
             admission: crate::http::Admission::new(
                 cfg.limits.max_requests_in_flight,
                 cfg.limits.request_memory_bytes.0,

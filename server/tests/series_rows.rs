@@ -2,7 +2,8 @@
 //! pod until the engine merges the two rows, counts once in every InfluxQL answer: the reads
 //! that take the table as it is (a tag condition's set of ids, the distinct names of `SHOW`
 //! statements) and those that need one row per series (tags joined to points, `SHOW SERIES`,
-//! cardinalities) alike.
+//! cardinalities) alike. And a series first written after a tag condition's set of ids was
+//! read and remembered is in the reads that follow.
 //!
 //! The second rows are written into the stopped server's engine by this test binary run again
 //! as a helper (one engine path per process), with the series table's merges held off, so
@@ -144,4 +145,62 @@ fn a_series_recorded_twice_counts_once() {
         (16, 8),
         "the rows stayed doubled while the queries ran"
     );
+}
+
+/// The hosts of `q`'s answer, grouped by host, with their values.
+fn by_host(s: &Server, q: &str) -> Vec<(String, Value)> {
+    let v = answer(s, q);
+    v["results"][0]["series"]
+        .as_array()
+        .map(|series| {
+            series
+                .iter()
+                .map(|x| {
+                    (
+                        x["tags"]["host"].as_str().unwrap().to_string(),
+                        x["values"][0][1].clone(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_series_written_after_its_condition_was_read_is_in_the_next_reads() {
+    let s = Server::start(&[]);
+    s.request("POST", "/query?q=CREATE%20DATABASE%20g", &[], b"");
+    let body = "cpu,host=a,region=r1 v=1 1600000000\ncpu,host=b,region=r2 v=2 1600000000\n";
+    assert_eq!(s.write("db=g&precision=s", body).status, 204);
+    s.wait_sql("SELECT count() FROM g_autogen_cpu", "2");
+    s.wait_sql("SELECT count() FROM sluice_series", "2");
+    let region = "SELECT count(\"v\") FROM \"cpu\" WHERE \"region\" = 'r1' GROUP BY \"host\"";
+    let host = "SELECT sum(\"v\") FROM \"cpu\" WHERE \"host\" = 'c' GROUP BY \"host\"";
+    let none = "SELECT sum(\"v\") FROM \"cpu\" WHERE \"host\" = 'zz' GROUP BY \"host\"";
+    // Read twice, so that the second read is answered with the ids remembered by the first.
+    for _ in 0..2 {
+        assert_eq!(by_host(&s, region), vec![("a".into(), 1.into())]);
+        assert_eq!(by_host(&s, host), vec![]);
+        assert_eq!(by_host(&s, none), vec![]);
+    }
+    let body = "cpu,host=c,region=r1 v=3 1600000000\ncpu,host=c,region=r1 v=4 1600000010\n";
+    assert_eq!(s.write("db=g&precision=s", body).status, 204);
+    // Points and series rows reach the engine in separate flushes, and a read may come just
+    // between the series row and the count of series table writes: within seconds, never.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let r = by_host(&s, region);
+        let h = by_host(&s, host);
+        if r == vec![("a".into(), 1.into()), ("c".into(), 2.into())]
+            && h == vec![("c".into(), 7.into())]
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new series is missing from the reads: {r:?} {h:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(by_host(&s, none), vec![]);
 }

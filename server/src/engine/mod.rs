@@ -107,6 +107,8 @@ pub struct Engine {
     path: std::path::PathBuf,
     version: String,
     stream_seq: AtomicU64,
+    /// Writes to the series table so far (see [`Engine::series_written`]).
+    series_writes: AtomicU64,
     /// Free engine memory a planned read needs per thread: half of a query's memory.
     threads_free_memory: u64,
 }
@@ -190,6 +192,7 @@ impl Engine {
             path: path.to_path_buf(),
             version,
             stream_seq: AtomicU64::new(0),
+            series_writes: AtomicU64::new(0),
             threads_free_memory: reader_limits.max_memory_bytes.0 / 2,
         })
     }
@@ -233,6 +236,18 @@ impl Engine {
 
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// Counts a write to the series table, once it is over (done or failed): every series
+    /// row the engine holds was written before the count it returns next. What is remembered
+    /// of the table ([`crate::query::series_ids`]) holds only while the count stays the same.
+    pub fn series_written(&self) {
+        self.series_writes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The writes to the series table counted so far ([`Engine::series_written`]).
+    pub fn series_writes(&self) -> u64 {
+        self.series_writes.load(Ordering::Acquire)
     }
 
     fn lease(&self) -> Lease<'_> {

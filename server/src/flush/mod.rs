@@ -129,12 +129,17 @@ impl Flusher {
             .observe_stage("arrow", started.elapsed().as_secs_f64());
         let token = format!("{table}/{first}-{last}");
         let insert_started = Instant::now();
-        self.engine
-            .insert(table, batch, dedup.then_some(token.as_str()))
-            .map_err(|source| FlushError::Insert {
-                table: table.to_string(),
-                source,
-            })?;
+        let inserted = self
+            .engine
+            .insert(table, batch, dedup.then_some(token.as_str()));
+        if table == SERIES_TABLE {
+            // Done or failed, some of its rows may be visible now.
+            self.engine.series_written();
+        }
+        inserted.map_err(|source| FlushError::Insert {
+            table: table.to_string(),
+            source,
+        })?;
         self.metrics
             .observe_stage("chdb_insert", insert_started.elapsed().as_secs_f64());
         self.wal.complete(table, first, last)?;

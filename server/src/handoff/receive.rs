@@ -97,14 +97,16 @@ pub fn answer(app: &App, from: IpAddr, ask: Ask) -> Result<Value, ReceiveError> 
                 &Partial::HandoffSeries,
                 sql::SERIES_ROWS_STRUCTURE,
             )?;
-            run(
+            let copied = run(
                 app,
                 &format!(
                     "{} {}",
                     sql::insert_series_sql(&url),
                     http_settings(app, "SETTINGS")
                 ),
-            )?;
+            );
+            app.engine.series_written();
+            copied?;
             Ok(json!({}))
         }
         Ask::Chunk {

@@ -32,6 +32,7 @@ mod raw;
 mod reads;
 pub mod select;
 mod select_list;
+pub mod series_ids;
 mod series_limit;
 pub mod shape;
 pub mod shapes;

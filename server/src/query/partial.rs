@@ -137,8 +137,9 @@ pub fn select_sql(
         fields,
         tag_keys,
         series: None,
+        series_ids: None,
     };
-    plan::plan(sel, &src, now, mode).map_err(|e| e.to_string())
+    super::series_ids::plan_reading(app, sel, &src, now, mode).map_err(|e| e.to_string())
 }
 
 /// What a pod runs for a peer: the SQL, and the settings it runs with beyond the pool's (a

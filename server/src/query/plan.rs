@@ -40,6 +40,7 @@ pub(super) fn value_col(i: usize) -> String {
 }
 
 /// One measurement a statement reads.
+#[derive(Clone, Copy)]
 pub struct Source<'a> {
     pub db: &'a str,
     pub measurement: &'a str,
@@ -53,6 +54,29 @@ pub struct Source<'a> {
     /// when `None`, else a subquery (a subquery's answer as a measurement, see
     /// [`super::subquery`]).
     pub series: Option<&'a str>,
+    /// The ids of the series the statement's tag conditions select ([`series_lookup`]), when
+    /// the caller has them ([`super::series_ids`]): the plan then names them instead of
+    /// looking them up.
+    pub series_ids: Option<&'a [u64]>,
+}
+
+/// The series table's condition for the series `stmt`'s tag conditions select in `src`;
+/// `None` without tag conditions, or when the series are a subquery's.
+pub fn series_lookup(
+    stmt: &SelectStatement,
+    src: &Source,
+    now_ns: i64,
+) -> Result<Option<String>, PlanError> {
+    if src.series.is_some() {
+        return Ok(None);
+    }
+    let scope = Scope {
+        fields: src.fields,
+        now_ns,
+    };
+    let filter = cond::split(stmt.condition.as_ref(), &scope)?;
+    Ok((!filter.series.is_empty())
+        .then(|| super::reads::series_conds(src.db, src.measurement, &filter.series)))
 }
 
 /// Which part of the work a query does.
@@ -359,21 +383,27 @@ pub(super) fn plan_of(q: &str) -> Result<Option<Plan>, PlanError> {
 /// [`plan_of`] in `mode`.
 #[cfg(test)]
 pub(super) fn plan_in(q: &str, mode: Mode) -> Result<Option<Plan>, PlanError> {
+    with_test_source(|src| plan(&select_of(q), src, 1_000_000_000_000, mode))
+}
+
+/// `f` of the source [`plan_of`] plans against.
+#[cfg(test)]
+pub(super) fn with_test_source<R>(f: impl FnOnce(&Source) -> R) -> R {
     let fields: BTreeMap<String, FieldType> = [
         ("value".to_string(), FieldType::Float),
         ("n".to_string(), FieldType::Integer),
     ]
     .into();
     let tags = vec!["dc".to_string(), "host".to_string()];
-    let src = Source {
+    f(&Source {
         db: "db",
         measurement: "cpu",
         table: "`db_autogen_cpu`",
         fields: &fields,
         tag_keys: &tags,
         series: None,
-    };
-    plan(&select_of(q), &src, 1_000_000_000_000, mode)
+        series_ids: None,
+    })
 }
 
 #[cfg(test)]

@@ -11,7 +11,19 @@ use sluice_core::names::{quote_ident, quote_str};
 
 use super::cond::TimeRange;
 use super::plan::Query;
+use super::series_ids::in_list;
 use crate::catalog::SERIES_TABLE;
+
+/// The series table's condition for the series of `measurement` in `db` that the tag
+/// conditions `series` (SQL over `tags`) select.
+pub(super) fn series_conds(db: &str, measurement: &str, series: &[String]) -> String {
+    let mut conds = vec![
+        format!("db = {}", quote_str(db)),
+        format!("measurement = {}", quote_str(measurement)),
+    ];
+    conds.extend(series.iter().cloned());
+    conds.join(" AND ")
+}
 
 impl Query<'_> {
     /// The measurement's series that the tag conditions select, with their tags: one row per
@@ -33,22 +45,27 @@ impl Query<'_> {
             );
         }
         let table = quote_ident(SERIES_TABLE);
-        let conds = self.series_conds();
         if self.filter.series.is_empty() {
-            format!("SELECT series_id, tags FROM {table} FINAL WHERE {conds}")
-        } else {
-            format!("SELECT series_id, tags FROM {table} WHERE {conds} LIMIT 1 BY series_id")
+            let conds = self.series_conds();
+            return format!("SELECT series_id, tags FROM {table} FINAL WHERE {conds}");
         }
+        // With the ids known, their rows are found by the table's key instead of by testing
+        // every series' tags.
+        let conds = match self.src.series_ids {
+            Some(ids) => format!(
+                "db = {} AND measurement = {} AND series_id IN ({})",
+                quote_str(self.src.db),
+                quote_str(self.src.measurement),
+                in_list(ids)
+            ),
+            None => self.series_conds(),
+        };
+        format!("SELECT series_id, tags FROM {table} WHERE {conds} LIMIT 1 BY series_id")
     }
 
     /// The series table's condition for the measurement's series that the tags select.
     fn series_conds(&self) -> String {
-        let mut conds = vec![
-            format!("db = {}", quote_str(self.src.db)),
-            format!("measurement = {}", quote_str(self.src.measurement)),
-        ];
-        conds.extend(self.filter.series.iter().cloned());
-        conds.join(" AND ")
+        series_conds(self.src.db, self.src.measurement, &self.filter.series)
     }
 
     /// The ids of the series the tag conditions select, as a set to look rows up in.
@@ -61,6 +78,9 @@ impl Query<'_> {
     fn series_ids_sql(&self) -> String {
         if self.src.series.is_some() {
             return format!("SELECT series_id FROM ({})", self.series_sql());
+        }
+        if let Some(ids) = self.src.series_ids {
+            return in_list(ids);
         }
         format!(
             "SELECT series_id FROM {} WHERE {}",
@@ -148,6 +168,44 @@ mod tests {
             ),
             "{}",
             p.sql
+        );
+    }
+
+    /// With the ids of the condition's series known ([`super::super::series_ids`]), the plan
+    /// names them in both reads and looks nothing up by tags; the condition it would look up
+    /// is the one [`super::super::plan::series_lookup`] gives the caller.
+    #[test]
+    fn known_series_ids_are_named_in_the_plan() {
+        use super::super::plan::{plan, select_of, series_lookup, with_test_source, Mode, Source};
+        let q = select_of("SELECT value FROM cpu WHERE host = 'a' OR host = 'b'");
+        let all = select_of("SELECT value FROM cpu");
+        let known = |ids: &[u64]| {
+            with_test_source(|src| {
+                let src = Source {
+                    series_ids: Some(ids),
+                    ..*src
+                };
+                plan(&q, &src, 0, Mode::Whole).unwrap().unwrap().sql
+            })
+        };
+        with_test_source(|src| {
+            assert_eq!(
+                series_lookup(&q, src, 0).unwrap().as_deref(),
+                Some("db = 'db' AND measurement = 'cpu' AND (tags['host'] IN ('a', 'b'))")
+            );
+            assert_eq!(series_lookup(&all, src, 0).unwrap(), None);
+        });
+        let sql = known(&[7, 19]);
+        assert!(sql.contains("m.series_id IN (7, 19)"), "{sql}");
+        assert!(
+            sql.contains("WHERE db = 'db' AND measurement = 'cpu' AND series_id IN (7, 19) LIMIT 1 BY series_id"),
+            "{sql}"
+        );
+        assert!(!sql.contains("tags['host'] IN"), "{sql}");
+        let sql = known(&[]);
+        assert!(
+            sql.contains("m.series_id IN (SELECT toUInt64(0) WHERE 0)"),
+            "{sql}"
         );
     }
 }

@@ -217,8 +217,10 @@ pub(super) fn plan_here(
         fields: one.fields,
         tag_keys: one.tag_keys,
         series: None,
+        series_ids: None,
     };
-    plan::plan(sel, &src, ctx.now_ns, plan::Mode::Whole).map_err(|e| e.to_string())
+    super::series_ids::plan_reading(ctx.app, sel, &src, ctx.now_ns, plan::Mode::Whole)
+        .map_err(|e| e.to_string())
 }
 
 /// Every pod computes its share ([`partial`]); this pod's engine reads them all and finishes.
@@ -256,6 +258,7 @@ pub(super) fn final_source<'a>(one: &One<'a>) -> plan::Source<'a> {
         fields: one.fields,
         tag_keys: one.tag_keys,
         series: None,
+        series_ids: None,
     }
 }
 

@@ -1,0 +1,221 @@
+//! The series a statement's tag conditions select, remembered between reads.
+//!
+//! A dashboard sends the same tag conditions on every refresh, and the series they select
+//! change only when the series table does. Looked up inside each plan (`series_id IN (SELECT
+//! ... FROM sluice_series ...)`), the set costs every read a pass over the measurement's
+//! series (6.4 ms alone in the engine at 10,000 series). Remembered, the plan names the ids
+//! themselves, which the engine matches against the measurement's key at once, and the
+//! series table is read by id for their tags: one host's mean per minute over 12 hours took
+//! 30-36 ms before and 20-24 after (bench/README, "Queries").
+//!
+//! The engine still computes the set, through the series table; this only remembers its
+//! answer, for as long as nothing has been written to the series table since it was read
+//! ([`Engine::series_writes`], counted after every write, done or failed). The count is read
+//! before the set, so a series written while it is read makes the remembered set stale at
+//! once rather than wrong.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice_core::names::quote_ident;
+use sluice_influxql::SelectStatement;
+
+use super::plan::{self, Mode, Plan, Source};
+use super::PlanError;
+use crate::app::App;
+use crate::catalog::SERIES_TABLE;
+use crate::engine::{Engine, Readers};
+
+/// Most ids a remembered set holds; a condition selecting more is looked up inside the plan,
+/// which keeps the plan's SQL small (a thousand ids are about 20 KB of it).
+pub const MAX_IDS: usize = 1000;
+
+/// Most ids remembered at once, over every condition (2 MiB); a set that would pass it makes
+/// all the others forgotten first.
+const MAX_HELD_IDS: usize = 256 * 1024;
+
+/// Most conditions remembered at once; one more makes all the others forgotten first.
+const MAX_ENTRIES: usize = 4096;
+
+/// What a condition selected, as of a count of series table writes.
+struct Entry {
+    writes: u64,
+    /// `None`: more than [`MAX_IDS`].
+    ids: Option<Arc<[u64]>>,
+}
+
+#[derive(Default)]
+pub struct SeriesIds {
+    held: Mutex<Held>,
+}
+
+#[derive(Default)]
+struct Held {
+    entries: HashMap<String, Entry>,
+    /// The ids of every entry together.
+    ids: usize,
+}
+
+impl Held {
+    fn put(&mut self, conds: &str, entry: Entry) {
+        let n = entry.ids.as_ref().map_or(0, |ids| ids.len());
+        if let Some(old) = self.entries.remove(conds) {
+            self.ids -= old.ids.map_or(0, |ids| ids.len());
+        }
+        if self.entries.len() >= MAX_ENTRIES || self.ids + n > MAX_HELD_IDS {
+            self.entries.clear();
+            self.ids = 0;
+        }
+        self.ids += n;
+        self.entries.insert(conds.to_string(), entry);
+    }
+}
+
+impl SeriesIds {
+    /// The ids of the series whose series table rows match `conds` (SQL over `db`,
+    /// `measurement` and `tags`), sorted; `None` when they are more than [`MAX_IDS`] or the
+    /// engine could not answer within `wait` (the plan then reads them itself, and reports
+    /// what is wrong).
+    pub fn resolve(&self, engine: &Engine, conds: &str, wait: Duration) -> Option<Arc<[u64]>> {
+        let writes = engine.series_writes();
+        if let Some(e) = self.lock().entries.get(conds) {
+            if e.writes == writes {
+                return e.ids.clone();
+            }
+        }
+        let ids = lookup(engine, conds, wait)?;
+        let ids: Option<Arc<[u64]>> = (ids.len() <= MAX_IDS).then(|| ids.into());
+        self.lock().put(
+            conds,
+            Entry {
+                writes,
+                ids: ids.clone(),
+            },
+        );
+        ids
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// `stmt` planned over `src` in `mode`, naming the series its tag conditions select when a
+/// plan that reads this pod's rows can have them (the columns of a share, `Mode::Shape`, do
+/// not depend on them).
+pub fn plan_reading(
+    app: &App,
+    stmt: &SelectStatement,
+    src: &Source,
+    now_ns: i64,
+    mode: Mode,
+) -> Result<Option<Plan>, PlanError> {
+    let ids = match (mode.reads_rows(), plan::series_lookup(stmt, src, now_ns)?) {
+        (true, Some(conds)) => {
+            app.series_ids
+                .resolve(&app.engine, &conds, app.cfg.query.queue_timeout)
+        }
+        _ => None,
+    };
+    let src = Source {
+        series_ids: ids.as_deref(),
+        ..*src
+    };
+    plan::plan(stmt, &src, now_ns, mode)
+}
+
+/// At most [`MAX_IDS`] + 1 ids matching `conds`, sorted; `None` on an engine error.
+fn lookup(engine: &Engine, conds: &str, wait: Duration) -> Option<Vec<u64>> {
+    let sql = lookup_sql(conds);
+    let mut out = Vec::new();
+    let ran = engine.stream_on(Readers::Local, &sql, true, wait, &mut |chunk| {
+        out.extend_from_slice(&chunk);
+        true
+    });
+    if let Err(e) = ran {
+        tracing::debug!(error = %e, "series lookup failed; the plan reads the series itself");
+        return None;
+    }
+    let mut ids: Vec<u64> = String::from_utf8_lossy(&out)
+        .lines()
+        .map(|l| l.trim().parse().ok())
+        .collect::<Option<_>>()?;
+    ids.sort_unstable();
+    Some(ids)
+}
+
+/// The lookup: without `FINAL`, as inside a plan (a series' rows differ only in when it was
+/// first seen, see `reads`).
+fn lookup_sql(conds: &str) -> String {
+    format!(
+        "SELECT DISTINCT series_id FROM {} WHERE {conds} LIMIT {} FORMAT TSV",
+        quote_ident(SERIES_TABLE),
+        MAX_IDS + 1
+    )
+}
+
+/// `ids` as what an `IN` reads: the list, or for no ids a query of no rows (the engine
+/// refuses `IN ()`).
+pub fn in_list(ids: &[u64]) -> String {
+    if ids.is_empty() {
+        return "SELECT toUInt64(0) WHERE 0".into();
+    }
+    ids.iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lookup_reads_one_more_than_a_set_may_hold() {
+        let sql = lookup_sql("db = 'd' AND measurement = 'm' AND (tags['host'] = 'a')");
+        assert_eq!(
+            sql,
+            format!("SELECT DISTINCT series_id FROM `sluice_series` WHERE db = 'd' AND measurement = 'm' AND (tags['host'] = 'a') LIMIT {} FORMAT TSV", MAX_IDS + 1)
+        );
+    }
+
+    #[test]
+    fn what_is_held_stays_within_its_bounds() {
+        let entry = |n: usize| Entry {
+            writes: 0,
+            ids: Some((0..n as u64).collect::<Vec<_>>().into()),
+        };
+        let mut held = Held::default();
+        held.put("a", entry(MAX_IDS));
+        held.put("a", entry(10));
+        assert_eq!(
+            (held.entries.len(), held.ids),
+            (1, 10),
+            "replaced, not added"
+        );
+        let sets = MAX_HELD_IDS / MAX_IDS + 10;
+        for i in 0..sets {
+            held.put(&format!("b{i}"), entry(MAX_IDS));
+            assert!(held.ids <= MAX_HELD_IDS, "{}", held.ids);
+        }
+        assert!(held.entries.len() < sets, "forgotten once full");
+        let mut held = Held::default();
+        for i in 0..MAX_ENTRIES + 1 {
+            held.put(
+                &format!("c{i}"),
+                Entry {
+                    writes: 0,
+                    ids: None,
+                },
+            );
+        }
+        assert_eq!(held.entries.len(), 1, "forgotten once full");
+    }
+
+    #[test]
+    fn an_empty_set_is_a_query_of_no_rows() {
+        assert_eq!(in_list(&[3, 7]), "3, 7");
+        assert_eq!(in_list(&[]), "SELECT toUInt64(0) WHERE 0");
+    }
+}
