@@ -42,6 +42,9 @@ pub struct Metrics {
     pub flush_lag: Gauge,
     pub flush_failures: IntCounterVec,
     pub chdb_errors: IntCounterVec,
+    /// Plans with tag conditions, by where their series came from
+    /// ([`crate::query::series_ids`]).
+    pub series_lookups: IntCounterVec,
     pub table_parts: IntGaugeVec,
     pub series: IntGauge,
     pub series_limit: IntGauge,
@@ -174,6 +177,13 @@ impl Metrics {
             chdb_errors: reg!(IntCounterVec::new(
                 Opts::new("chdb_errors_total", "Errors returned by chDB, by operation"),
                 &["op"]
+            )),
+            series_lookups: reg!(IntCounterVec::new(
+                Opts::new(
+                    "series_lookups_total",
+                    "Reads with tag conditions, by where their series came from: remembered, looked_up (read now, and remembered), or in_plan (more than 1,000, or the lookup failed)"
+                ),
+                &["how"]
             )),
             table_parts: reg!(IntGaugeVec::new(
                 Opts::new("table_parts", "Active MergeTree parts per table"),

@@ -183,6 +183,16 @@ fn a_series_written_after_its_condition_was_read_is_in_the_next_reads() {
         assert_eq!(by_host(&s, host), vec![]);
         assert_eq!(by_host(&s, none), vec![]);
     }
+    let metrics = s.request("GET", "/metrics", &[], b"").body;
+    let lookups = |how: &str| {
+        let name = format!("sluice_series_lookups_total{{how=\"{how}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&name)?.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert!(lookups("remembered") >= 3, "{metrics}");
+    assert!(lookups("looked_up") >= 3, "{metrics}");
     let body = "cpu,host=c,region=r1 v=3 1600000000\ncpu,host=c,region=r1 v=4 1600000010\n";
     assert_eq!(s.write("db=g&precision=s", body).status, 204);
     // Points and series rows reach the engine in separate flushes, and a read may come just

@@ -74,17 +74,19 @@ impl Held {
 
 impl SeriesIds {
     /// The ids of the series whose series table rows match `conds` (SQL over `db`,
-    /// `measurement` and `tags`), sorted; `None` when they are more than [`MAX_IDS`] or the
-    /// engine could not answer within `wait` (the plan then reads them itself, and reports
-    /// what is wrong).
-    pub fn resolve(&self, engine: &Engine, conds: &str, wait: Duration) -> Option<Arc<[u64]>> {
+    /// `measurement` and `tags`), sorted, remembered or looked up now; none when they are
+    /// more than [`MAX_IDS`] or the engine could not answer within `wait` (the plan then
+    /// reads them itself, and reports what is wrong).
+    pub fn resolve(&self, engine: &Engine, conds: &str, wait: Duration) -> Resolved {
         let writes = engine.series_writes();
         if let Some(e) = self.lock().entries.get(conds) {
             if e.writes == writes {
-                return e.ids.clone();
+                return Resolved::Remembered(e.ids.clone());
             }
         }
-        let ids = lookup(engine, conds, wait)?;
+        let Some(ids) = lookup(engine, conds, wait) else {
+            return Resolved::Unanswered;
+        };
         let ids: Option<Arc<[u64]>> = (ids.len() <= MAX_IDS).then(|| ids.into());
         self.lock().put(
             conds,
@@ -93,11 +95,30 @@ impl SeriesIds {
                 ids: ids.clone(),
             },
         );
-        ids
+        Resolved::LookedUp(ids)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Where a condition's series came from; the ids are `None` past [`MAX_IDS`].
+pub enum Resolved {
+    Remembered(Option<Arc<[u64]>>),
+    LookedUp(Option<Arc<[u64]>>),
+    /// The engine did not answer the lookup.
+    Unanswered,
+}
+
+impl Resolved {
+    /// The ids, and the metric label of how they came.
+    fn split(self) -> (Option<Arc<[u64]>>, &'static str) {
+        match self {
+            Resolved::Remembered(Some(ids)) => (Some(ids), "remembered"),
+            Resolved::LookedUp(Some(ids)) => (Some(ids), "looked_up"),
+            _ => (None, "in_plan"),
+        }
     }
 }
 
@@ -113,8 +134,12 @@ pub fn plan_reading(
 ) -> Result<Option<Plan>, PlanError> {
     let ids = match (mode.reads_rows(), plan::series_lookup(stmt, src, now_ns)?) {
         (true, Some(conds)) => {
-            app.series_ids
+            let (ids, how) = app
+                .series_ids
                 .resolve(&app.engine, &conds, app.cfg.query.queue_timeout)
+                .split();
+            app.metrics.series_lookups.with_label_values(&[how]).inc();
+            ids
         }
         _ => None,
     };
