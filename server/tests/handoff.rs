@@ -3,7 +3,9 @@
 //! pod, every acknowledged point ends up on the pod that stays exactly once; reads through
 //! either pod count every row once at every moment of the hand-off; the leaving pod ends
 //! with no tables. A hand-off the receiver refuses (a field of another type) says why, and
-//! cancelling it puts the pod back to taking writes with nothing lost or doubled.
+//! cancelling it puts the pod back to taking writes with nothing lost or doubled. A series
+//! the receiver first learns from a hand-off is in its reads by tag, though it remembered
+//! that tag condition's series before.
 
 mod common;
 
@@ -595,4 +597,55 @@ fn a_receiver_without_room_refuses_and_the_pod_keeps_its_data() {
     cancel_and_wait_ready(&t.pods[1]);
     assert_eq!(count(&t.pods[1]), rows);
     drop(t);
+}
+
+/// `sum("v")` of `cpu` where `host` is `h`, read through `pod` (0 without points).
+fn host_sum(pod: &Server, h: &str) -> f64 {
+    let q = format!("SELECT sum(\"v\") FROM \"cpu\" WHERE \"host\" = '{h}'");
+    let path = format!(
+        "/query?db=s&{}",
+        serde_urlencoded::to_string([("q", q.as_str())]).unwrap()
+    );
+    let r = pod.request("GET", &path, &[], b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert!(v["results"][0]["error"].is_null(), "{v}");
+    v["results"][0]["series"][0]["values"][0][1]
+        .as_f64()
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn a_series_received_in_a_hand_off_is_in_the_receivers_reads_by_tag() {
+    let t = Tenant::start(2, &[("SLUICE_LIMITS_PRETOUCH_BYTES", "0")]);
+    for pod in &t.pods {
+        assert_eq!(
+            pod.write("db=s", "cpu,host=both v=1 1700000000000000000\n")
+                .status,
+            204
+        );
+    }
+    // A series only the leaving pod holds.
+    assert_eq!(
+        t.pods[1]
+            .write("db=s", "cpu,host=solo v=5 1700000000000000000\n")
+            .status,
+        204
+    );
+    t.pods[0].wait_sql("SELECT count() FROM sluice_series", "1");
+    t.pods[1].wait_sql("SELECT count() FROM sluice_series", "2");
+    t.pods[1].wait_sql("SELECT count() FROM s_autogen_cpu", "2");
+    // Twice: the receiver's share of the second read names the ids its first remembered
+    // (none of its own).
+    for _ in 0..2 {
+        assert_eq!(host_sum(&t.pods[0], "solo"), 5.0);
+    }
+    let started = decommission(&t.pods[1], &t.addresses()[0]);
+    assert_eq!(started.status, 202, "{}", started.body);
+    wait_phase(&t.pods[1], "empty", Duration::from_secs(120));
+    // The receiver alone, reading the series it received: its remembered set is stale.
+    t.set_peers(&t.addresses()[..1]);
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(host_sum(&t.pods[0], "solo"), 5.0);
+    assert_eq!(host_sum(&t.pods[0], "both"), 2.0);
 }

@@ -31,12 +31,14 @@ use crate::engine::{Engine, Readers};
 /// which keeps the plan's SQL small (a thousand ids are about 20 KB of it).
 pub const MAX_IDS: usize = 1000;
 
-/// Most ids remembered at once, over every condition (2 MiB); a set that would pass it makes
-/// all the others forgotten first.
-const MAX_HELD_IDS: usize = 256 * 1024;
+/// Most memory the remembered sets hold (4 MiB), their conditions' text included: a set
+/// that would pass it makes all the others forgotten first, and one larger on its own (a
+/// condition of megabytes, which a request may send) is not remembered.
+const MAX_HELD_BYTES: usize = 4 << 20;
 
-/// Most conditions remembered at once; one more makes all the others forgotten first.
-const MAX_ENTRIES: usize = 4096;
+/// An entry's memory beyond its condition's text and its ids: the table's slot and the
+/// set's header, about.
+const ENTRY_BYTES: usize = 96;
 
 /// What a condition selected, as of a count of series table writes.
 struct Entry {
@@ -53,21 +55,28 @@ pub struct SeriesIds {
 #[derive(Default)]
 struct Held {
     entries: HashMap<String, Entry>,
-    /// The ids of every entry together.
-    ids: usize,
+    /// The memory of every entry together ([`Held::cost`]).
+    bytes: usize,
 }
 
 impl Held {
+    fn cost(conds: &str, entry: &Entry) -> usize {
+        ENTRY_BYTES + conds.len() + 8 * entry.ids.as_ref().map_or(0, |ids| ids.len())
+    }
+
     fn put(&mut self, conds: &str, entry: Entry) {
-        let n = entry.ids.as_ref().map_or(0, |ids| ids.len());
+        let cost = Self::cost(conds, &entry);
         if let Some(old) = self.entries.remove(conds) {
-            self.ids -= old.ids.map_or(0, |ids| ids.len());
+            self.bytes -= Self::cost(conds, &old);
         }
-        if self.entries.len() >= MAX_ENTRIES || self.ids + n > MAX_HELD_IDS {
+        if cost > MAX_HELD_BYTES {
+            return;
+        }
+        if self.bytes + cost > MAX_HELD_BYTES {
             self.entries.clear();
-            self.ids = 0;
+            self.bytes = 0;
         }
-        self.ids += n;
+        self.bytes += cost;
         self.entries.insert(conds.to_string(), entry);
     }
 }
@@ -215,27 +224,27 @@ mod tests {
         held.put("a", entry(MAX_IDS));
         held.put("a", entry(10));
         assert_eq!(
-            (held.entries.len(), held.ids),
-            (1, 10),
+            (held.entries.len(), held.bytes),
+            (1, ENTRY_BYTES + 1 + 80),
             "replaced, not added"
         );
-        let sets = MAX_HELD_IDS / MAX_IDS + 10;
+        let sets = MAX_HELD_BYTES / (8 * MAX_IDS) + 10;
         for i in 0..sets {
             held.put(&format!("b{i}"), entry(MAX_IDS));
-            assert!(held.ids <= MAX_HELD_IDS, "{}", held.ids);
+            assert!(held.bytes <= MAX_HELD_BYTES, "{}", held.bytes);
         }
         assert!(held.entries.len() < sets, "forgotten once full");
-        let mut held = Held::default();
-        for i in 0..MAX_ENTRIES + 1 {
-            held.put(
-                &format!("c{i}"),
-                Entry {
-                    writes: 0,
-                    ids: None,
-                },
-            );
-        }
-        assert_eq!(held.entries.len(), 1, "forgotten once full");
+        // A condition larger than everything held may be is looked up, never remembered.
+        let huge = "x".repeat(MAX_HELD_BYTES);
+        held.put(
+            &huge,
+            Entry {
+                writes: 0,
+                ids: None,
+            },
+        );
+        assert!(!held.entries.contains_key(&huge));
+        assert!(held.bytes <= MAX_HELD_BYTES);
     }
 
     #[test]
