@@ -52,11 +52,10 @@ impl Query<'_> {
         // With the ids known, their rows are found by the table's key instead of by testing
         // every series' tags.
         let conds = match self.src.series_ids {
-            Some(ids) => format!(
-                "db = {} AND measurement = {} AND series_id IN ({})",
-                quote_str(self.src.db),
-                quote_str(self.src.measurement),
-                in_list(ids)
+            Some(ids) => series_conds(
+                self.src.db,
+                self.src.measurement,
+                &[format!("series_id IN ({})", in_list(ids))],
             ),
             None => self.series_conds(),
         };
