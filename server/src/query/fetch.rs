@@ -41,25 +41,32 @@ pub(super) fn fetch_as(
     sql: &str,
     streamed: bool,
 ) -> Result<shape::Rows, String> {
-    fetch_with(
-        app,
-        budget,
-        readers,
-        &ReadSettings::default(),
-        sql,
-        streamed,
-    )
+    let settings = ReadSettings::default();
+    shape::parse_rows(&output_with(
+        app, budget, readers, &settings, sql, streamed,
+    )?)
 }
 
-/// [`fetch_on`] with `settings` beyond the pool's.
-pub(super) fn fetch_with(
+/// [`fetch_on`]'s rows as the engine wrote them (`JSONCompactEachRowWithNamesAndTypes`), for
+/// an answer written straight from them rather than from parsed values.
+pub(super) fn output_on(
+    app: &App,
+    budget: &Budget,
+    readers: Readers,
+    sql: &str,
+) -> Result<Vec<u8>, String> {
+    output_with(app, budget, readers, &ReadSettings::default(), sql, true)
+}
+
+/// [`output_on`] with `settings` beyond the pool's, for statements streamed or not.
+pub(super) fn output_with(
     app: &App,
     budget: &Budget,
     readers: Readers,
     settings: &ReadSettings,
     sql: &str,
     streamed: bool,
-) -> Result<shape::Rows, String> {
+) -> Result<Vec<u8>, String> {
     let q = &app.cfg.query;
     let (max, left) = (budget.max, budget.left.get());
     let mut out: Vec<u8> = Vec::new();
@@ -109,7 +116,7 @@ pub(super) fn fetch_with(
         ));
     }
     budget.left.set(left - out.len() as u64);
-    shape::parse_rows(&out)
+    Ok(out)
 }
 
 /// The `[query]` limit an engine error reports hitting, named as in the config file.

@@ -6,7 +6,7 @@
 use sluice_core::FieldType;
 use sluice_influxql::{SelectStatement, Source as FromSource};
 
-use super::fetch::fetch_with;
+use super::fetch::output_with;
 use super::select::{final_source, gathered, plan_here, resolve, Resolved, Statement};
 use super::{plan, shape, subquery, Ctx, Fields, PlanError};
 use crate::engine::Readers;
@@ -97,7 +97,8 @@ pub(super) fn select(
                 ..Default::default()
             };
             let sql = answer.sql(&base.sql);
-            fetch_with(ctx.app, &ctx.budget, Readers::Local, &settings, &sql, true)?
+            let out = output_with(ctx.app, &ctx.budget, Readers::Local, &settings, &sql, true)?;
+            shape::parse_rows(&out)?
         }
         Some(g) => {
             // The pods plan the innermost statement from its text, as they plan a request's.

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::fetch::output_on;
 use super::shape::Rows;
 use super::view::{CatalogRow, View, CATALOG_STRUCTURE};
-use super::{fetch_on, Budget};
+use super::{fetch_on, shape, Budget};
 use crate::app::App;
 use crate::cluster::{self, Partial, Peer};
 use crate::engine::Readers;
@@ -125,6 +126,24 @@ impl<'a> Gather<'a> {
         one_thread: bool,
         build: &dyn Fn(&Urls) -> String,
     ) -> Result<Rows, String> {
+        shape::parse_rows(&self.output_on_threads(budget, one_thread, build)?)
+    }
+
+    /// [`Gather::fetch`]'s rows as the engine wrote them (see [`super::fetch::output_on`]).
+    pub fn output(
+        &self,
+        budget: &Budget,
+        build: &dyn Fn(&Urls) -> String,
+    ) -> Result<Vec<u8>, String> {
+        self.output_on_threads(budget, false, build)
+    }
+
+    fn output_on_threads(
+        &self,
+        budget: &Budget,
+        one_thread: bool,
+        build: &dyn Fn(&Urls) -> String,
+    ) -> Result<Vec<u8>, String> {
         loop {
             let unresolved: Vec<Peer> = self
                 .peers
@@ -147,8 +166,8 @@ impl<'a> Gather<'a> {
             // One thread per pod, so that the fetches run side by side.
             let threads = if one_thread { 1 } else { n.max(2) };
             let sql = format!("{} SETTINGS max_threads = {threads}", build(&urls));
-            let msg = match fetch_on(self.app, budget, Readers::Gather, &sql) {
-                Ok(rows) => return Ok(rows),
+            let msg = match output_on(self.app, budget, Readers::Gather, &sql) {
+                Ok(out) => return Ok(out),
                 Err(msg) => msg,
             };
             if let Some(peer) = self.answered_with_error(&msg) {

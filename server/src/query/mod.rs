@@ -276,7 +276,7 @@ fn statement(ctx: &Ctx, s: &Statement, id: usize) -> Result<Outcome, String> {
         }
         Statement::ShowMeasurements(m) => show::measurements(ctx, m, id),
         Statement::ShowTagKeys(t) => show::tag_keys(ctx, t, id),
-        Statement::ShowTagValues(t) => show::tag_values(ctx, t, id),
+        Statement::ShowTagValues(t) => return show::tag_values(ctx, t, id),
         Statement::ShowFieldKeys(f) => show::field_keys(ctx, f, id),
         Statement::ShowSeries(s) => show::series(ctx, s, id),
         Statement::ShowMeasurementCardinality(c) => show::measurement_cardinality(ctx, c, id),

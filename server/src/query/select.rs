@@ -7,7 +7,7 @@ use serde_json::Value;
 use sluice_influxql::{Measurement, SelectStatement, Source as FromSource};
 
 use super::answer::Outcome;
-use super::fetch::{fetch_as, fetch_with};
+use super::fetch::{fetch_as, output_with};
 use super::gather::{self, Gather};
 use super::{database, meta, partial, plan, policy, shape, sources_of, time, Ctx, Fields};
 use crate::cluster::Partial;
@@ -184,7 +184,7 @@ fn select_here(ctx: &Ctx, sel: &SelectStatement, one: &One) -> Result<Planned, S
         return Ok(None);
     };
     let settings = p.read_settings();
-    let rows = fetch_with(
+    let out = output_with(
         ctx.app,
         &ctx.budget,
         Readers::Local,
@@ -192,6 +192,7 @@ fn select_here(ctx: &Ctx, sel: &SelectStatement, one: &One) -> Result<Planned, S
         &p.sql,
         true,
     )?;
+    let rows = shape::parse_rows(&out)?;
     Ok(Some((p, rows)))
 }
 

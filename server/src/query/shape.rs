@@ -6,6 +6,8 @@
 //! settings, so 64-bit integers arrive quoted; the types line says which to turn back into
 //! numbers.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::time::time_value;
@@ -17,21 +19,13 @@ pub struct Rows {
 
 /// Parses the engine's output; an error names the line that is not what was asked for.
 pub fn parse_rows(out: &[u8]) -> Result<Rows, String> {
-    let text = std::str::from_utf8(out).map_err(|e| format!("engine output is not UTF-8: {e}"))?;
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let (Some(names), Some(types)) = (lines.next(), lines.next()) else {
+    let Some((types, lines)) = lines_of(out)? else {
         return Ok(Rows { rows: vec![] });
     };
-    let types_line = types;
     let types: Vec<String> =
         serde_json::from_str(types).map_err(|e| format!("engine output, types line: {e}"))?;
     let mut rows = Vec::new();
-    // The engine starts each block of a streamed answer with the names and types again when
-    // the query fills gaps (`WITH FILL`): those lines are not rows.
-    for (i, line) in lines
-        .filter(|l| *l != names && *l != types_line)
-        .enumerate()
-    {
+    for (i, line) in lines.enumerate() {
         let mut row: Vec<Value> =
             serde_json::from_str(line).map_err(|e| format!("engine output, row {i}: {e}"))?;
         for (v, t) in row.iter_mut().zip(&types) {
@@ -40,6 +34,86 @@ pub fn parse_rows(out: &[u8]) -> Result<Rows, String> {
         rows.push(row);
     }
     Ok(Rows { rows })
+}
+
+/// The engine's output as its types line and its rows' lines (`None` when it is empty).
+fn lines_of(out: &[u8]) -> Result<Option<(&str, impl Iterator<Item = &str>)>, String> {
+    let text = std::str::from_utf8(out).map_err(|e| format!("engine output is not UTF-8: {e}"))?;
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let (Some(names), Some(types)) = (lines.next(), lines.next()) else {
+        return Ok(None);
+    };
+    // The engine starts each block of a streamed answer with the names and types again when
+    // the query fills gaps (`WITH FILL`): those lines are not rows.
+    Ok(Some((
+        types,
+        lines.filter(move |l| *l != names && *l != types),
+    )))
+}
+
+/// One row of `(measurement, key, value)`, its strings borrowed from the engine's output
+/// unless they hold an escape.
+#[derive(serde::Deserialize)]
+struct KeyValueRow<'a>(
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+    #[serde(borrow)] Cow<'a, str>,
+);
+
+/// `SHOW TAG VALUES`' rows `(measurement, key, value)`, sorted by measurement, written as a
+/// series per measurement (columns `key` and `value`), `offset` and `limit` applied to each.
+///
+/// Written straight from the engine's output: 10,000 values parsed into a tree of JSON
+/// values, regrouped and written again took about 4 ms of the 20 ms such a listing takes on
+/// one pod, and held every value three times over.
+pub fn key_value_series(
+    out: &[u8],
+    limit: Option<u64>,
+    offset: Option<u64>,
+) -> Result<Vec<Vec<u8>>, String> {
+    let json = |e: serde_json::Error| format!("writing the answer: {e}");
+    let mut series = Vec::new();
+    let Some((_, lines)) = lines_of(out)? else {
+        return Ok(series);
+    };
+    let (skip, take) = (offset.unwrap_or(0), limit.unwrap_or(u64::MAX));
+    // The measurement being written, its JSON so far, its rows seen and its rows written.
+    let mut current: Option<(String, Vec<u8>, u64, u64)> = None;
+    // A measurement whose rows all fall before `offset` has no series.
+    let finish = |c: Option<(String, Vec<u8>, u64, u64)>, series: &mut Vec<Vec<u8>>| {
+        if let Some((_, buf, _, _)) = c.filter(|c| c.3 > 0) {
+            series.push(close(buf));
+        }
+    };
+    for (i, line) in lines.enumerate() {
+        let KeyValueRow(m, k, v) =
+            serde_json::from_str(line).map_err(|e| format!("engine output, row {i}: {e}"))?;
+        if current.as_ref().is_none_or(|c| c.0 != m) {
+            finish(current.take(), &mut series);
+            let mut buf = b"{\"name\":".to_vec();
+            serde_json::to_writer(&mut buf, &m).map_err(json)?;
+            buf.extend_from_slice(b",\"columns\":[\"key\",\"value\"],\"values\":[");
+            current = Some((m.into_owned(), buf, 0, 0));
+        }
+        let Some((_, buf, seen, written)) = current.as_mut() else {
+            continue;
+        };
+        *seen += 1;
+        if *seen <= skip || *written >= take {
+            continue;
+        }
+        if *written > 0 {
+            buf.push(b',');
+        }
+        *written += 1;
+        buf.push(b'[');
+        serde_json::to_writer(&mut *buf, &k).map_err(json)?;
+        buf.push(b',');
+        serde_json::to_writer(&mut *buf, &v).map_err(json)?;
+        buf.push(b']');
+    }
+    finish(current, &mut series);
+    Ok(series)
 }
 
 /// `"123"` of an `Int64`/`UInt64` (possibly `Nullable`) column as the number 123.
@@ -247,6 +321,47 @@ mod tests {
         series("m", &[], false, parse_rows(b"").unwrap(), None, &mut out).unwrap();
         assert!(out.is_empty());
         assert!(parse_rows(b"[\"a\"]\n[\"String\"]\nnot json\n").is_err());
+    }
+
+    const TAG_VALUES: &[u8] = br#"["measurement","k","v"]
+["String","String","String"]
+["cpu","host","a"]
+["cpu","host","b\/c"]
+["cpu","host","d"]
+["disk","host","a"]
+["measurement","k","v"]
+["String","String","String"]
+["mem","host","x\"y"]
+"#;
+
+    #[test]
+    fn tag_values_are_a_series_per_measurement_paged_each() {
+        let all = key_value_series(TAG_VALUES, None, None).unwrap();
+        assert_eq!(
+            String::from_utf8(all[0].clone()).unwrap(),
+            r#"{"name":"cpu","columns":["key","value"],"values":[["host","a"],["host","b/c"],["host","d"]]}"#
+        );
+        assert_eq!(
+            Value::Array(parsed(&all[1..])),
+            serde_json::json!([
+                {"name": "disk", "columns": ["key", "value"], "values": [["host", "a"]]},
+                {"name": "mem", "columns": ["key", "value"], "values": [["host", "x\"y"]]}
+            ])
+        );
+        // OFFSET 1 LIMIT 1 per measurement: a measurement with one value has none left.
+        let paged = parsed(&key_value_series(TAG_VALUES, Some(1), Some(1)).unwrap());
+        assert_eq!(
+            Value::Array(paged),
+            serde_json::json!([
+                {"name": "cpu", "columns": ["key", "value"], "values": [["host", "b/c"]]}
+            ])
+        );
+        assert!(key_value_series(TAG_VALUES, Some(0), None)
+            .unwrap()
+            .is_empty());
+        assert!(key_value_series(b"", None, None).unwrap().is_empty());
+        let err = key_value_series(b"[\"a\"]\n[\"String\"]\n[\"cpu\",1]\n", None, None);
+        assert!(err.unwrap_err().contains("row 0"));
     }
 
     #[test]

@@ -4,8 +4,11 @@
 use serde_json::{json, Value};
 use sluice_influxql::Measurement;
 
+use super::answer::Outcome;
+use super::fetch::output_on;
 use super::{database, meta, shape, sources_of, with_series, Ctx};
 use crate::cluster::Partial;
+use crate::engine::Readers;
 
 /// The series rows a `SHOW` statement lists: those of its database that its sources and
 /// condition select, as `sql(from, filter)` makes of them; `merged` when the statement lists
@@ -82,40 +85,45 @@ pub(super) fn tag_keys(
     Ok(with_series(id, series))
 }
 
-/// `SHOW TAG VALUES`.
+/// `SHOW TAG VALUES`: written straight from the engine's rows (see
+/// [`shape::key_value_series`]).
 pub(super) fn tag_values(
     ctx: &Ctx,
     t: &sluice_influxql::ShowTagValues,
     id: usize,
-) -> Result<Value, String> {
-    let rows = match &ctx.gather {
-        None => listed(
-            ctx,
-            &t.database,
-            &t.sources,
-            t.condition.as_ref(),
-            id,
-            false,
-            &|from, filter| meta::tag_values_sql(from, filter, &t.key, t.order),
-        )?,
+) -> Result<Outcome, String> {
+    let db = database(ctx, t.database.as_deref())?;
+    let out = match &ctx.gather {
+        None => {
+            let filter = meta::series_filter(&db, &t.sources, t.condition.as_ref(), ctx.now_ns)
+                .map_err(|e| e.to_string())?;
+            let from = meta::local_series(false);
+            output_on(
+                ctx.app,
+                &ctx.budget,
+                Readers::Local,
+                &meta::tag_values_sql(&from, &filter, &t.key, t.order),
+            )?
+        }
         // Each pod lists its distinct values; the gathering pod only merges and orders them.
         Some(g) => {
             let what = Partial::TagValues {
-                db: database(ctx, t.database.as_deref())?,
+                db,
                 q: ctx.req.q.to_string(),
                 statement: id,
                 now: ctx.now_ns,
             };
-            g.fetch(&ctx.budget, &|u| {
+            g.output(&ctx.budget, &|u| {
                 let from = u.url(&what, "Native", meta::TAG_VALUES_STRUCTURE);
                 meta::gathered_tag_values_sql(&from, &t.key, t.order)
             })?
         }
     };
-    Ok(with_series(
+    Ok(Outcome::Series {
         id,
-        per_measurement(rows.rows, &["key", "value"], t.limit, t.offset),
-    ))
+        series: shape::key_value_series(&out, t.limit, t.offset)?,
+        messages: None,
+    })
 }
 
 /// `SHOW FIELD KEYS`: from the catalog (the tenant's, when gathering).

@@ -142,6 +142,8 @@ pub fn queries() -> Vec<String> {
         "SHOW TAG VALUES FROM \"cpu\" WITH KEY = \"host\" WHERE \"dc\" = 'b'".into(),
         "SHOW TAG VALUES FROM \"cpu\" WITH KEY =~ /^h/".into(),
         "SHOW TAG VALUES WITH KEY != \"host\" WHERE \"host\" =~ /h[12]/".into(),
+        // Paged per measurement: `mem` has no value past the offset.
+        "SHOW TAG VALUES WITH KEY IN (\"host\", \"dc\") LIMIT 2 OFFSET 1".into(),
         "SHOW FIELD KEYS".into(),
         "SHOW FIELD KEYS FROM \"cpu\"".into(),
         "SHOW RETENTION POLICIES on \"g\"".into(),
