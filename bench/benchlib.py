@@ -282,6 +282,74 @@ def pinned(argv, cpus):
     return ["taskset", "-c", cpus] + argv if cpus else argv
 
 
+class CpuLimit:
+    """A child CPU cgroup of this process's own, allowed `cpus` CPUs (a pod's CPU limit on
+    Kubernetes): processes added to it run under that quota until it is released. cgroup v1
+    (`cpu.cfs_quota_us`, as on this VM as root) or v2 (`cpu.max`, with `+cpu` in the parent's
+    `cgroup.subtree_control`). The period is 10 ms, so that a query throttled for its quota
+    waits milliseconds, not the kernel's default 100 ms period."""
+
+    PERIOD_US = 10_000
+
+    def __init__(self, name, cpus):
+        with open("/proc/self/cgroup") as f:
+            lines = [line.split(":", 2) for line in f.read().splitlines()]
+        v1 = [path for _, controllers, path in lines if "cpu" in controllers.split(",")]
+        if v1:
+            mount = next((m for m in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct")
+                          if os.path.isdir(m)), None)
+            if mount is None:
+                raise RuntimeError("no cgroup v1 cpu hierarchy under /sys/fs/cgroup")
+            self.kind, self.parent = "v1", os.path.join(mount, v1[0].lstrip("/"))
+        else:
+            path = next(path for _, controllers, path in lines if controllers == "")
+            self.kind, self.parent = "v2", os.path.join("/sys/fs/cgroup", path.lstrip("/"))
+        self.path = os.path.join(self.parent, name)
+        os.makedirs(self.path, exist_ok=True)
+        quota = max(1000, int(cpus * self.PERIOD_US))
+        if self.kind == "v1":
+            self._write(self.path, "cpu.cfs_period_us", str(self.PERIOD_US))
+            self._write(self.path, "cpu.cfs_quota_us", str(quota))
+        else:
+            self._write(self.path, "cpu.max", f"{quota} {self.PERIOD_US}")
+        self.pids = []
+
+    @staticmethod
+    def _write(directory, file, value):
+        with open(os.path.join(directory, file), "w") as f:
+            f.write(value)
+
+    def add(self, pid):
+        """Moves process `pid` (every thread of it) into the cgroup."""
+        self._write(self.path, "cgroup.procs", str(pid))
+        self.pids.append(pid)
+
+    def throttled_s(self):
+        """Seconds the cgroup's processes waited for their quota so far."""
+        try:
+            with open(os.path.join(self.path, "cpu.stat")) as f:
+                stat = dict(line.split() for line in f if line.strip())
+        except OSError:
+            return None
+        if "throttled_time" in stat:
+            return int(stat["throttled_time"]) / 1e9
+        return int(stat.get("throttled_usec", 0)) / 1e6
+
+    def release(self):
+        """Moves the processes back to the parent cgroup and removes this one."""
+        for pid in self.pids:
+            try:
+                self._write(self.parent, "cgroup.procs", str(pid))
+            except OSError:
+                pass  # the process is gone
+        for _ in range(20):
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.25)
+
+
 def run_load(args, json_path, log_path, timeout, cpus=None):
     """Runs sluice-load with `args` (plus --json, --quiet); returns the parsed JSON or None."""
     argv = pinned([LOAD] + args + ["--json", json_path, "--quiet"], cpus)
