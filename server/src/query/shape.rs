@@ -77,43 +77,63 @@ pub fn key_value_series(
         return Ok(series);
     };
     let (skip, take) = (offset.unwrap_or(0), limit.unwrap_or(u64::MAX));
-    // The measurement being written, its JSON so far, its rows seen and its rows written.
-    let mut current: Option<(String, Vec<u8>, u64, u64)> = None;
-    // A measurement whose rows all fall before `offset` has no series.
-    let finish = |c: Option<(String, Vec<u8>, u64, u64)>, series: &mut Vec<Vec<u8>>| {
-        if let Some((_, buf, _, _)) = c.filter(|c| c.3 > 0) {
-            series.push(close(buf));
-        }
-    };
+    let mut current: Option<Listing> = None;
     for (i, line) in lines.enumerate() {
         let KeyValueRow(m, k, v) =
             serde_json::from_str(line).map_err(|e| format!("engine output, row {i}: {e}"))?;
-        if current.as_ref().is_none_or(|c| c.0 != m) {
-            finish(current.take(), &mut series);
-            let mut buf = b"{\"name\":".to_vec();
-            serde_json::to_writer(&mut buf, &m).map_err(json)?;
-            buf.extend_from_slice(b",\"columns\":[\"key\",\"value\"],\"values\":[");
-            current = Some((m.into_owned(), buf, 0, 0));
-        }
-        let Some((_, buf, seen, written)) = current.as_mut() else {
-            continue;
+        let l = match &mut current {
+            Some(l) if l.measurement == m => l,
+            _ => {
+                if let Some(done) = current.take() {
+                    done.finish(&mut series);
+                }
+                let mut json_so_far = b"{\"name\":".to_vec();
+                serde_json::to_writer(&mut json_so_far, &m).map_err(json)?;
+                json_so_far.extend_from_slice(b",\"columns\":[\"key\",\"value\"],\"values\":[");
+                current.insert(Listing {
+                    measurement: m.into_owned(),
+                    json: json_so_far,
+                    seen: 0,
+                    written: 0,
+                })
+            }
         };
-        *seen += 1;
-        if *seen <= skip || *written >= take {
+        l.seen += 1;
+        if l.seen <= skip || l.written >= take {
             continue;
         }
-        if *written > 0 {
-            buf.push(b',');
+        if l.written > 0 {
+            l.json.push(b',');
         }
-        *written += 1;
-        buf.push(b'[');
-        serde_json::to_writer(&mut *buf, &k).map_err(json)?;
-        buf.push(b',');
-        serde_json::to_writer(&mut *buf, &v).map_err(json)?;
-        buf.push(b']');
+        l.written += 1;
+        l.json.push(b'[');
+        serde_json::to_writer(&mut l.json, &k).map_err(json)?;
+        l.json.push(b',');
+        serde_json::to_writer(&mut l.json, &v).map_err(json)?;
+        l.json.push(b']');
     }
-    finish(current, &mut series);
+    if let Some(done) = current {
+        done.finish(&mut series);
+    }
     Ok(series)
+}
+
+/// The measurement [`key_value_series`] is writing: its JSON so far, its rows seen and its
+/// rows written.
+struct Listing {
+    measurement: String,
+    json: Vec<u8>,
+    seen: u64,
+    written: u64,
+}
+
+impl Listing {
+    /// Ends the series; a measurement whose rows all fall before the offset has none.
+    fn finish(self, series: &mut Vec<Vec<u8>>) {
+        if self.written > 0 {
+            series.push(close(self.json));
+        }
+    }
 }
 
 /// `"123"` of an `Int64`/`UInt64` (possibly `Nullable`) column as the number 123.
