@@ -2,8 +2,8 @@
 //! pod until the engine merges the two rows, counts once in every InfluxQL answer: the reads
 //! that take the table as it is (a tag condition's set of ids, the distinct names of `SHOW`
 //! statements) and those that need one row per series (tags joined to points, `SHOW SERIES`,
-//! cardinalities) alike. And a series first written after a tag condition's set of ids was
-//! read and remembered is in the reads that follow.
+//! cardinalities) alike. A series first written after a tag condition's set of ids was read
+//! and remembered is in the reads that follow. And a new series' row is in before its points.
 //!
 //! The second rows are written into the stopped server's engine by this test binary run again
 //! as a helper (one engine path per process), with the series table's merges held off, so
@@ -216,4 +216,25 @@ fn a_series_written_after_its_condition_was_read_is_in_the_next_reads() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert_eq!(by_host(&s, none), vec![]);
+}
+
+/// A write's new series rows reach the engine before its points (with one flush worker, the
+/// default): once a new series' points can be counted, reads by tag find the series.
+#[test]
+fn a_new_series_row_is_in_before_its_points() {
+    let s = Server::start(&[]);
+    s.request("POST", "/query?q=CREATE%20DATABASE%20g", &[], b"");
+    for i in 0..10u64 {
+        let body = format!("cpu,host=h{i} v={i} 1600000000\n");
+        assert_eq!(s.write("db=g&precision=s", &body).status, 204);
+        s.wait_sql("SELECT count() FROM g_autogen_cpu", &(i + 1).to_string());
+        let rows = s.sql(&format!(
+            "SELECT count() FROM sluice_series WHERE tags['host'] = 'h{i}' FORMAT TSV"
+        ));
+        assert_eq!(
+            rows.trim(),
+            "1",
+            "h{i}'s points are in, its series row is not"
+        );
+    }
 }

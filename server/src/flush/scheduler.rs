@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use sluice_core::{ColumnValues, MeasurementBatch};
 
+use crate::catalog::SERIES_TABLE;
 use crate::wal::CommittedEntry;
 
 struct Pending {
@@ -74,6 +75,31 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// The wait after `failures` failures in a row: 1 s, doubling, at most [`MAX_BACKOFF`].
 fn backoff(failures: u32) -> Duration {
     Duration::from_secs(1 << failures.saturating_sub(1).min(6)).min(MAX_BACKOFF)
+}
+
+/// The series table instead of the due table `name` (through `last`) when the series table
+/// holds rows committed with or before `name`'s newest entry: a read by tag or grouped by tags
+/// finds a series' points only through its row, so the rows go in first. Flushed in their own
+/// turn, they came up to a flush interval after the points (a test that wrote and then read at
+/// once saw `SHOW SERIES` empty). Not while the series table is being flushed by another
+/// worker, or waits out a failure: its trouble must not hold up the points.
+fn series_first(st: &State, name: String, last: u64, now: Instant) -> (String, u64) {
+    if name == SERIES_TABLE {
+        return (name, last);
+    }
+    let (Some(series), Some(newest)) = (
+        st.tables.get(SERIES_TABLE),
+        st.tables.get(&name).and_then(|q| q.entries.back()),
+    ) else {
+        return (name, last);
+    };
+    let ready = !series.busy && series.retry_at.is_none_or(|r| r <= now);
+    match (series.entries.front(), series.entries.back()) {
+        (Some(oldest), Some(series_last)) if ready && oldest.at <= newest.at => {
+            (SERIES_TABLE.to_string(), series_last.seq)
+        }
+        _ => (name, last),
+    }
 }
 
 #[derive(Default)]
@@ -266,6 +292,7 @@ impl Scheduler {
                 }
             }
             if let Some((name, _, last)) = pick {
+                let (name, last) = series_first(&st, name, last, now);
                 if let Some(q) = st.tables.get_mut(&name) {
                     q.busy = true;
                 }
@@ -420,6 +447,35 @@ mod tests {
         assert_eq!(backoff(1), Duration::from_secs(1));
         assert_eq!(backoff(3), Duration::from_secs(4));
         assert_eq!(backoff(30), MAX_BACKOFF);
+    }
+
+    #[test]
+    fn series_rows_flush_before_the_points_committed_with_them() {
+        // The points' oldest entry is older than the series row, which oldest-first alone
+        // would flush after them; it came with their newest.
+        let s = Scheduler::new(1_000, Duration::ZERO, u64::MAX);
+        s.committed(&[entry(1, 10, false)]);
+        std::thread::sleep(Duration::from_millis(2));
+        let mut row = entry(3, 1, false);
+        row.table = SERIES_TABLE.into();
+        s.committed(&[entry(2, 10, false), row]);
+        let (table, through) = s.take().expect("a due table");
+        assert_eq!((table.as_str(), through), (SERIES_TABLE, 3));
+        // The points wait neither for the series table's flush to end nor for its retries.
+        assert_eq!(s.take().expect("the points"), ("t".to_string(), 2));
+        s.release(SERIES_TABLE, None, Some("engine said no".into()));
+        s.release("t", Some(2), None);
+        s.committed(&[entry(4, 10, false)]);
+        assert_eq!(s.take().expect("the points").0, "t");
+        s.release("t", Some(4), None);
+        // Rows committed after the points' newest entry do not jump ahead of them.
+        let s = Scheduler::new(1_000, Duration::ZERO, u64::MAX);
+        s.committed(&[entry(1, 10, false)]);
+        std::thread::sleep(Duration::from_millis(2));
+        let mut later = entry(2, 1, false);
+        later.table = SERIES_TABLE.into();
+        s.committed(&[later]);
+        assert_eq!(s.take().expect("the points").0, "t");
     }
 
     fn batch(rows: usize) -> Arc<MeasurementBatch> {
