@@ -282,6 +282,24 @@ def pinned(argv, cpus):
     return ["taskset", "-c", cpus] + argv if cpus else argv
 
 
+def own_cgroup(controller):
+    """(kind, directory) of this process's cgroup for `controller` ("memory", "cpu"): a v1
+    hierarchy of its own if mounted, else the v2 unified one ("v1"|"v2", path)."""
+    with open("/proc/self/cgroup") as f:
+        lines = [line.split(":", 2) for line in f.read().splitlines()]
+    for _, controllers, path in lines:
+        names = controllers.split(",")
+        if controller in names:
+            for mount in (f"/sys/fs/cgroup/{controller}", f"/sys/fs/cgroup/{controllers}"):
+                if os.path.isdir(mount):
+                    return "v1", os.path.join(mount, path.lstrip("/"))
+            raise RuntimeError(f"no cgroup v1 {controller} hierarchy under /sys/fs/cgroup")
+    for _, controllers, path in lines:
+        if controllers == "":
+            return "v2", os.path.join("/sys/fs/cgroup", path.lstrip("/"))
+    raise RuntimeError(f"no {controller} cgroup")
+
+
 class CpuLimit:
     """A child CPU cgroup of this process's own, allowed `cpus` CPUs (a pod's CPU limit on
     Kubernetes): processes added to it run under that quota until it is released. cgroup v1
@@ -292,18 +310,7 @@ class CpuLimit:
     PERIOD_US = 10_000
 
     def __init__(self, name, cpus):
-        with open("/proc/self/cgroup") as f:
-            lines = [line.split(":", 2) for line in f.read().splitlines()]
-        v1 = [path for _, controllers, path in lines if "cpu" in controllers.split(",")]
-        if v1:
-            mount = next((m for m in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct")
-                          if os.path.isdir(m)), None)
-            if mount is None:
-                raise RuntimeError("no cgroup v1 cpu hierarchy under /sys/fs/cgroup")
-            self.kind, self.parent = "v1", os.path.join(mount, v1[0].lstrip("/"))
-        else:
-            path = next(path for _, controllers, path in lines if controllers == "")
-            self.kind, self.parent = "v2", os.path.join("/sys/fs/cgroup", path.lstrip("/"))
+        self.kind, self.parent = own_cgroup("cpu")
         self.path = os.path.join(self.parent, name)
         os.makedirs(self.path, exist_ok=True)
         quota = max(1000, int(cpus * self.PERIOD_US))

@@ -22,10 +22,22 @@ fn listed(
     merged: bool,
     sql: &dyn Fn(&str, &str) -> String,
 ) -> Result<shape::Rows, String> {
+    let (db, filter) = selected(ctx, database_name, sources, condition)?;
+    ctx.fetch_series(ctx.show_series(&db, id), merged, &|from| sql(from, &filter))
+}
+
+/// The database a `SHOW` statement reads, and the condition on the series table's rows that
+/// its sources and condition make.
+fn selected(
+    ctx: &Ctx,
+    database_name: &Option<String>,
+    sources: &[Measurement],
+    condition: Option<&sluice_influxql::Expr>,
+) -> Result<(String, String), String> {
     let db = database(ctx, database_name.as_deref())?;
     let filter =
         meta::series_filter(&db, sources, condition, ctx.now_ns).map_err(|e| e.to_string())?;
-    ctx.fetch_series(ctx.show_series(&db, id), merged, &|from| sql(from, &filter))
+    Ok((db, filter))
 }
 
 /// `SHOW MEASUREMENTS`.
@@ -92,11 +104,9 @@ pub(super) fn tag_values(
     t: &sluice_influxql::ShowTagValues,
     id: usize,
 ) -> Result<Outcome, String> {
-    let db = database(ctx, t.database.as_deref())?;
     let out = match &ctx.gather {
         None => {
-            let filter = meta::series_filter(&db, &t.sources, t.condition.as_ref(), ctx.now_ns)
-                .map_err(|e| e.to_string())?;
+            let (_, filter) = selected(ctx, &t.database, &t.sources, t.condition.as_ref())?;
             let from = meta::local_series(false);
             output_on(
                 ctx.app,
@@ -108,7 +118,7 @@ pub(super) fn tag_values(
         // Each pod lists its distinct values; the gathering pod only merges and orders them.
         Some(g) => {
             let what = Partial::TagValues {
-                db,
+                db: database(ctx, t.database.as_deref())?,
                 q: ctx.req.q.to_string(),
                 statement: id,
                 now: ctx.now_ns,
