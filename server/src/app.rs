@@ -72,6 +72,9 @@ pub struct App {
     pub shapes: crate::query::shapes::Shapes,
     /// The series that tag conditions select, as last read (see [`crate::query::series_ids`]).
     pub series_ids: crate::query::series_ids::SeriesIds,
+    /// What `SHOW` statements read of this pod's series table, as last read (see
+    /// [`crate::query::remember`]).
+    pub series_answers: crate::query::remember::SeriesAnswers,
     /// Requests in flight and their memory (see [`crate::http::Admission`]).
     pub admission: crate::http::Admission,
     /// The threads that inflate and parse request bodies (see [`crate::parse_pool`]).
@@ -234,6 +237,7 @@ impl App {
             views: Default::default(),
             shapes: Default::default(),
             series_ids: Default::default(),
+            series_answers: Default::default(),
             admission: crate::http::Admission::new(
                 cfg.limits.max_requests_in_flight,
                 cfg.limits.request_memory_bytes.0,

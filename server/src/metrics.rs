@@ -45,6 +45,9 @@ pub struct Metrics {
     /// Plans with tag conditions, by where their series came from
     /// ([`crate::query::series_ids`]).
     pub series_lookups: IntCounterVec,
+    /// `SHOW` answers and shares, by whether they were kept from an earlier read
+    /// ([`crate::query::remember`]).
+    pub series_answers: IntCounterVec,
     pub table_parts: IntGaugeVec,
     pub series: IntGauge,
     pub series_limit: IntGauge,
@@ -182,6 +185,13 @@ impl Metrics {
                 Opts::new(
                     "series_lookups_total",
                     "Reads with tag conditions, by where their series came from: remembered, looked_up (read now, and remembered), or in_plan (more than 1,000, or the lookup failed)"
+                ),
+                &["how"]
+            )),
+            series_answers: reg!(IntCounterVec::new(
+                Opts::new(
+                    "series_answers_total",
+                    "Reads of the series table alone (SHOW statements, and their shares for a gathering pod), by how they were answered: kept (the series table is unchanged since the same read) or read"
                 ),
                 &["how"]
             )),

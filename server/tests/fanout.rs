@@ -212,6 +212,64 @@ fn three_pods_answer_every_query_as_one_pod_holding_everything() {
     assert_eq!(r.header("X-Sluice-Scope"), Some("local"));
 }
 
+/// Each pod keeps its share of a `SHOW`, and a gathering pod the whole answer, while the
+/// series tables are unchanged; a series new on one pod is in the next answers all the same.
+#[test]
+fn kept_show_answers_give_way_to_a_new_series() {
+    let tenant = Tenant::start(3, &[]);
+    let pods = [&tenant.pods[0], &tenant.pods[1], &tenant.pods[2]];
+    for (pod, host) in pods.iter().zip(["a", "b", "c"]) {
+        assert_eq!(
+            pod.write("db=g", &format!("cpu,host={host} v=1 1")).status,
+            204
+        );
+    }
+    wait_total(&tenant, "sluice_series", 3);
+    let values = |pod: &Server| {
+        let (s, v, _) = query(pod, "db=g", "SHOW TAG VALUES FROM cpu WITH KEY = host");
+        assert_eq!(s, 200, "{v}");
+        v["results"][0]["series"][0]["values"].to_string()
+    };
+    let kept = |pod: &Server| {
+        let metrics = pod.request("GET", "/metrics", &[], b"").body;
+        metrics
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("sluice_series_answers_total{how=\"kept\"} ")?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    let all_kept = || pods.iter().map(|p| kept(p)).sum::<u64>();
+    // Through each pod: the first read reads every pod's share, the others find the shares
+    // kept by the reads before them (two shares each)...
+    for pod in pods {
+        assert_eq!(values(pod), r#"[["host","a"],["host","b"],["host","c"]]"#);
+    }
+    assert_eq!(all_kept(), 6, "shares kept");
+    // ...and a second read through a pod finds its whole answer kept: no pod is asked for
+    // its share again.
+    for pod in pods {
+        assert_eq!(values(pod), r#"[["host","a"],["host","b"],["host","c"]]"#);
+    }
+    assert_eq!(all_kept(), 9, "whole answers kept");
+    assert_eq!(pods[2].write("db=g", "cpu,host=d v=1 1").status, 204);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let want = r#"[["host","a"],["host","b"],["host","c"],["host","d"]]"#;
+    for pod in pods {
+        loop {
+            let v = values(pod);
+            if v == want {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the new series is missing: {v}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 #[test]
 fn pods_that_hold_different_things_still_answer_together() {
     let tenant = Tenant::start(3, &[]);

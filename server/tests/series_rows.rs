@@ -3,7 +3,8 @@
 //! that take the table as it is (a tag condition's set of ids, the distinct names of `SHOW`
 //! statements) and those that need one row per series (tags joined to points, `SHOW SERIES`,
 //! cardinalities) alike. A series first written after a tag condition's set of ids was read
-//! and remembered is in the reads that follow. And a new series' row is in before its points.
+//! and remembered is in the reads that follow, and in the `SHOW` answers kept before it. And a
+//! new series' row is in before its points.
 //!
 //! The second rows are written into the stopped server's engine by this test binary run again
 //! as a helper (one engine path per process), with the series table's merges held off, so
@@ -169,14 +170,76 @@ fn by_host(s: &Server, q: &str) -> Vec<(String, Value)> {
         .unwrap_or_default()
 }
 
-#[test]
-fn a_series_written_after_its_condition_was_read_is_in_the_next_reads() {
+/// The value of `sluice_<name>{how="<how>"}` on `s`.
+fn counted(s: &Server, name: &str, how: &str) -> u64 {
+    let metrics = s.request("GET", "/metrics", &[], b"").body;
+    let name = format!("sluice_{name}{{how=\"{how}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&name)?.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// A server with database `g` holding `body`: two points of two series of `cpu` (line
+/// protocol, seconds), flushed with their series rows.
+fn two_series(body: &str) -> Server {
     let s = Server::start(&[]);
     s.request("POST", "/query?q=CREATE%20DATABASE%20g", &[], b"");
-    let body = "cpu,host=a,region=r1 v=1 1600000000\ncpu,host=b,region=r2 v=2 1600000000\n";
     assert_eq!(s.write("db=g&precision=s", body).status, 204);
     s.wait_sql("SELECT count() FROM g_autogen_cpu", "2");
     s.wait_sql("SELECT count() FROM sluice_series", "2");
+    s
+}
+
+/// `SHOW` answers are kept while the series table is unchanged, and a series first written
+/// after one was kept is in the next answers.
+#[test]
+fn a_kept_show_answer_gives_way_to_a_new_series() {
+    let s = two_series("cpu,host=a v=1 1600000000\ncpu,host=b v=2 1600000000\n");
+    let values = |s: &Server| {
+        let v = answer(s, "SHOW TAG VALUES FROM cpu WITH KEY = host");
+        v["results"][0]["series"][0]["values"].to_string()
+    };
+    let keys = |s: &Server| {
+        let v = answer(s, "SHOW TAG KEYS; SHOW SERIES");
+        v["results"].to_string()
+    };
+    let (first_values, first_keys) = (values(&s), keys(&s));
+    assert_eq!(first_values, r#"[["host","a"],["host","b"]]"#);
+    let read = counted(&s, "series_answers_total", "read");
+    for _ in 0..3 {
+        assert_eq!(values(&s), first_values);
+        assert_eq!(keys(&s), first_keys);
+    }
+    assert_eq!(
+        counted(&s, "series_answers_total", "read"),
+        read,
+        "the series table did not change: every answer was kept"
+    );
+    assert!(counted(&s, "series_answers_total", "kept") >= 9);
+    let body = "cpu,host=c,dc=x v=3 1600000000\n";
+    assert_eq!(s.write("db=g&precision=s", body).status, 204);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (v, k) = (values(&s), keys(&s));
+        if v == r#"[["host","a"],["host","b"],["host","c"]]"#
+            && k.contains(r#"["dc"]"#)
+            && k.contains("cpu,dc=x,host=c")
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new series is missing from the answers: {v} {k}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_series_written_after_its_condition_was_read_is_in_the_next_reads() {
+    let s =
+        two_series("cpu,host=a,region=r1 v=1 1600000000\ncpu,host=b,region=r2 v=2 1600000000\n");
     let region = "SELECT count(\"v\") FROM \"cpu\" WHERE \"region\" = 'r1' GROUP BY \"host\"";
     let host = "SELECT sum(\"v\") FROM \"cpu\" WHERE \"host\" = 'c' GROUP BY \"host\"";
     let none = "SELECT sum(\"v\") FROM \"cpu\" WHERE \"host\" = 'zz' GROUP BY \"host\"";
@@ -186,16 +249,8 @@ fn a_series_written_after_its_condition_was_read_is_in_the_next_reads() {
         assert_eq!(by_host(&s, host), vec![]);
         assert_eq!(by_host(&s, none), vec![]);
     }
-    let metrics = s.request("GET", "/metrics", &[], b"").body;
-    let lookups = |how: &str| {
-        let name = format!("sluice_series_lookups_total{{how=\"{how}\"}} ");
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(&name)?.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    assert!(lookups("remembered") >= 3, "{metrics}");
-    assert!(lookups("looked_up") >= 3, "{metrics}");
+    assert!(counted(&s, "series_lookups_total", "remembered") >= 3);
+    assert!(counted(&s, "series_lookups_total", "looked_up") >= 3);
     let body = "cpu,host=c,region=r1 v=3 1600000000\ncpu,host=c,region=r1 v=4 1600000010\n";
     assert_eq!(s.write("db=g&precision=s", body).status, 204);
     // Points and series rows reach the engine in separate flushes, and a read may come just

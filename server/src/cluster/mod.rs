@@ -51,6 +51,9 @@ pub enum ClusterError {
 pub enum Partial {
     /// Answers at once: whether a peer is there.
     Ping,
+    /// The version of the pod's series table (text): what a gathering pod keeps a `SHOW`
+    /// answer under ([`crate::query::remember`]).
+    SeriesVersion,
     /// The pod's databases, policies, measurements and field types (`JSONEachRow`).
     Catalog,
     /// The pod's series of `db` (`db, measurement, tags` in `Native`): those of `measurement`
@@ -115,6 +118,19 @@ pub enum Partial {
 }
 
 impl Partial {
+    /// `self` without the time it was asked at, where the answer does not depend on it: the
+    /// series a `SHOW` lists (time conditions select nothing, see
+    /// [`crate::query::meta::series_filter`]; the gathering pod checks the statement with the
+    /// request's time before it asks), or a measurement's series. What a gathering pod keeps
+    /// such an answer by ([`crate::query::remember`]).
+    pub fn timeless(&self) -> Partial {
+        let mut p = self.clone();
+        if let Partial::Series { now, .. } | Partial::TagValues { now, .. } = &mut p {
+            *now = 0;
+        }
+        p
+    }
+
     pub fn encode(&self) -> String {
         let json = serde_json::to_vec(self).unwrap_or_default();
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
@@ -405,6 +421,36 @@ mod tests {
     /// Three servers on one machine: every join reaches the others from 127.0.0.1, and a
     /// pod remembered there would be read as the pod at 127.0.0.1 (counted twice, its own
     /// data missing) until the address expired.
+    #[test]
+    fn only_what_does_not_depend_on_the_time_is_asked_without_it() {
+        let values = Partial::TagValues {
+            db: "d".into(),
+            q: "SHOW TAG VALUES WITH KEY = host".into(),
+            statement: 0,
+            now: 7,
+        };
+        let Partial::TagValues { now, q, .. } = values.timeless() else {
+            panic!("the same kind of request");
+        };
+        assert_eq!((now, q.as_str()), (0, "SHOW TAG VALUES WITH KEY = host"));
+        let select = Partial::Select {
+            q: "SELECT v FROM m WHERE time > now() - 1h".into(),
+            statement: 0,
+            db: "d".into(),
+            rp: "autogen".into(),
+            measurement: "m".into(),
+            fields: Default::default(),
+            tag_keys: vec![],
+            now: 7,
+            handed: vec![],
+        };
+        assert_eq!(
+            select.timeless(),
+            select,
+            "a share of points keeps its time"
+        );
+    }
+
     #[test]
     fn a_join_from_a_loopback_address_is_reached_by_its_name() {
         let peers = ["127.0.0.1:18087", "127.0.0.2:18087", "127.0.0.3:18087"];

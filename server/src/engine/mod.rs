@@ -109,6 +109,9 @@ pub struct Engine {
     stream_seq: AtomicU64,
     /// Writes to the series table so far (see [`Engine::series_written`]).
     series_writes: AtomicU64,
+    /// Tells this process's count of series table writes from an earlier process's (the count
+    /// starts again at 0): see [`Engine::series_version`].
+    boot: u64,
     /// Free engine memory a planned read needs per thread: half of a query's memory.
     threads_free_memory: u64,
 }
@@ -193,6 +196,7 @@ impl Engine {
             version,
             stream_seq: AtomicU64::new(0),
             series_writes: AtomicU64::new(0),
+            boot: boot_id(),
             threads_free_memory: reader_limits.max_memory_bytes.0 / 2,
         })
     }
@@ -248,6 +252,12 @@ impl Engine {
     /// The writes to the series table counted so far ([`Engine::series_written`]).
     pub fn series_writes(&self) -> u64 {
         self.series_writes.load(Ordering::Acquire)
+    }
+
+    /// [`Engine::series_writes`] as other pods see it: the same text only while this
+    /// process's series table is unchanged.
+    pub fn series_version(&self) -> String {
+        format!("{:x}.{}", self.boot, self.series_writes())
     }
 
     fn lease(&self) -> Lease<'_> {
@@ -424,6 +434,15 @@ impl Engine {
 /// needs an entry to be in the table entirely or not at all. With chDB's defaults a flush above
 /// about 1 M rows or 256 MiB became several parts (a 2.5 M-row flush made three).
 pub const WHOLE_INSERT: &str = "min_insert_block_size_rows = 1000000000000, min_insert_block_size_bytes = 1000000000000000, max_insert_threads = 1";
+
+/// A number that differs between this server's processes: the time it started, in
+/// nanoseconds, with its process id.
+fn boot_id() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 48)
+}
 
 #[cfg(test)]
 mod tests {

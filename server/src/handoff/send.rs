@@ -144,10 +144,13 @@ fn step(app: &App, l: &Leaving) -> Result<Next, SendError> {
         }
         Step::Handing => hand(app, l),
         Step::Finishing => {
-            app.engine.execute(&format!(
+            let truncated = app.engine.execute(&format!(
                 "TRUNCATE TABLE IF EXISTS {} SYNC",
                 sluice_core::names::quote_ident(SERIES_TABLE)
-            ))?;
+            ));
+            // What is remembered of the series table must not outlive its rows.
+            app.engine.series_written();
+            truncated?;
             if let Some(receiver) = &l.receiver {
                 ask(
                     app,

@@ -15,7 +15,7 @@ use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::read::{checked, failed_stream, query_error, start_stream, task_failed};
+use super::read::{checked, failed_stream, query_error, start_stream, task_failed, Keep};
 use super::{error, observe};
 use crate::app::App;
 use crate::cluster::Partial;
@@ -67,6 +67,9 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
     let mut handed_before = None;
     match &what {
         Partial::Ping => return (StatusCode::OK, "ok").into_response(),
+        Partial::SeriesVersion => {
+            return (StatusCode::OK, app.engine.series_version()).into_response()
+        }
         Partial::Catalog => return catalog(app),
         Partial::DescribeSql { q } => {
             // An inner query passes this pod's guard too, whoever sent it: a pod trusts only
@@ -99,6 +102,7 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
     }
     let is_sql = matches!(what, Partial::Sql { .. });
     let is_select = matches!(what, Partial::Select { .. });
+    let lists_series = matches!(what, Partial::Series { .. } | Partial::TagValues { .. });
     if is_select {
         // The planner checks the view against what this pod has handed over; a table handed
         // and dropped after that check reads as no table (see below).
@@ -130,6 +134,27 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         )
             .into_response()
     };
+    // A share of the series table is the same while the table is: given again from memory
+    // (a `SHOW` across the tenant costs each pod a listing of every series it holds).
+    let mut keep = None;
+    if lists_series {
+        let writes = app.engine.series_writes();
+        if let Some(out) = app.series_answers.kept(&sql, writes) {
+            app.metrics
+                .series_answers
+                .with_label_values(&["kept"])
+                .inc();
+            return native(axum::body::Body::from(out.to_vec()));
+        }
+        app.metrics
+            .series_answers
+            .with_label_values(&["read"])
+            .inc();
+        keep = Some(Keep {
+            sql: sql.clone(),
+            writes,
+        });
+    }
     let started = start_stream(
         app,
         crate::engine::Readers::Local,
@@ -137,6 +162,7 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         sql,
         true,
         &mut None,
+        keep,
     )
     .await
     .map_err(|e| failed_stream(app, e));

@@ -14,6 +14,7 @@ use super::body::read_body;
 use super::{authorize, error, observe, retry_later};
 use crate::app::App;
 use crate::engine::{QueryError, ReadSettings, Readers};
+use crate::query::remember::SeriesAnswers;
 use crate::sql_guard;
 
 /// Largest query text accepted.
@@ -306,7 +307,17 @@ async fn run_tenant_sql(
             Ok(Err(msg)) => return error(StatusCode::BAD_REQUEST, msg),
             Err(e) => return task_failed(e),
         };
-        match start_stream(app, readers, ReadSettings::default(), sql, true, &mut place).await {
+        match start_stream(
+            app,
+            readers,
+            ReadSettings::default(),
+            sql,
+            true,
+            &mut place,
+            None,
+        )
+        .await
+        {
             Ok(body) => return sql_answer(&q, body, "tenant", &missing),
             Err(Some(QueryError::Engine(msg)))
                 if attempt == 0 && msg.contains(crate::handoff::STALE_VIEW) =>
@@ -380,6 +391,7 @@ pub(super) async fn stream_on(
         q,
         streamed,
         &mut place,
+        None,
     )
     .await
     .map_err(|e| failed_stream(app, e))
@@ -396,6 +408,14 @@ pub(super) fn failed_stream(app: &App, e: Option<QueryError>) -> Response {
     }
 }
 
+/// An answer to keep once its stream ends whole: the output of `sql`, which reads nothing but
+/// the series table, run under the series table's write count `writes` (see
+/// [`SeriesAnswers`]).
+pub(super) struct Keep {
+    pub sql: String,
+    pub writes: u64,
+}
+
 /// [`stream_on`] with `settings` beyond the pool's (see [`ReadSettings`]); the
 /// request's `place` moves into the body only when the stream starts, so that a caller may
 /// run the query again after an error.
@@ -406,6 +426,7 @@ pub(super) async fn start_stream(
     q: String,
     streamed: bool,
     place: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+    keep: Option<Keep>,
 ) -> Result<Body, Option<QueryError>> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(STREAM_CHUNKS);
     let (first_tx, first_rx) = tokio::sync::oneshot::channel::<Result<(), QueryError>>();
@@ -415,16 +436,31 @@ pub(super) async fn start_stream(
     let deadline = Instant::now() + wait + app.cfg.query.timeout;
     tokio::task::spawn_blocking(move || {
         let mut first = Some(first_tx);
+        let mut kept = keep.as_ref().map(|_| Vec::new());
         let result = {
             let mut sink = |chunk: Vec<u8>| {
                 if let Some(f) = first.take() {
                     let _ = f.send(Ok(()));
                 }
-                send_until(&tx, Bytes::from(chunk), deadline)
+                kept = kept.take().and_then(|mut buf| {
+                    (buf.len() + chunk.len() <= SeriesAnswers::MAX_KEPT).then(|| {
+                        buf.extend_from_slice(&chunk);
+                        buf
+                    })
+                });
+                let sent = send_until(&tx, Bytes::from(chunk), deadline);
+                if !sent {
+                    // Cut short: not the whole answer.
+                    kept = None;
+                }
+                sent
             };
             app2.engine
                 .stream_with(readers, &settings, &q, streamed, wait, &mut sink)
         };
+        if let (Ok(()), Some(k), Some(out)) = (&result, keep, kept) {
+            app2.series_answers.keep(&k.sql, k.writes, out.into());
+        }
         match (result, first.take()) {
             (Ok(()), Some(f)) => {
                 let _ = f.send(Ok(()));

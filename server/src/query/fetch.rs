@@ -20,6 +20,23 @@ impl Budget {
             left: std::cell::Cell::new(max),
         }
     }
+
+    /// Counts `bytes` of answer against what is left, or says the bound is passed.
+    pub(super) fn take(&self, bytes: usize) -> Result<(), String> {
+        let left = self.left.get();
+        if bytes as u64 > left {
+            return Err(self.passed());
+        }
+        self.left.set(left - bytes as u64);
+        Ok(())
+    }
+
+    fn passed(&self) -> String {
+        format!(
+            "the answer is larger than query.max_result_bytes ({} bytes, for all the statements of a request together): narrow the time range, add a LIMIT or a coarser GROUP BY time",
+            self.max
+        )
+    }
 }
 
 /// Runs `sql` on a query connection of `readers` and parses its rows, within what is left of
@@ -68,7 +85,7 @@ pub(super) fn output_with(
     streamed: bool,
 ) -> Result<Vec<u8>, String> {
     let q = &app.cfg.query;
-    let (max, left) = (budget.max, budget.left.get());
+    let left = budget.left.get();
     let mut out: Vec<u8> = Vec::new();
     let mut over = false;
     let mut sink = |chunk: Vec<u8>| {
@@ -111,11 +128,31 @@ pub(super) fn output_with(
     );
     ran?;
     if over {
-        return Err(format!(
-            "the answer is larger than query.max_result_bytes ({max} bytes, for all the statements of a request together): narrow the time range, add a LIMIT or a coarser GROUP BY time"
-        ));
+        return Err(budget.passed());
     }
-    budget.left.set(left - out.len() as u64);
+    budget.take(out.len())?;
+    Ok(out)
+}
+
+/// [`output_on`] on this pod's connections for `sql` that reads nothing but the series
+/// table (the `SHOW` statements): given again while the table is unchanged
+/// ([`super::remember::SeriesAnswers`]), counted against the request's budget either way.
+pub(super) fn series_output(app: &App, budget: &Budget, sql: &str) -> Result<Vec<u8>, String> {
+    let writes = app.engine.series_writes();
+    if let Some(out) = app.series_answers.kept(sql, writes) {
+        budget.take(out.len())?;
+        app.metrics
+            .series_answers
+            .with_label_values(&["kept"])
+            .inc();
+        return Ok(out.to_vec());
+    }
+    let out = output_on(app, budget, Readers::Local, sql)?;
+    app.series_answers.keep(sql, writes, out.as_slice().into());
+    app.metrics
+        .series_answers
+        .with_label_values(&["read"])
+        .inc();
     Ok(out)
 }
 

@@ -138,6 +138,73 @@ impl<'a> Gather<'a> {
         self.output_on_threads(budget, false, build)
     }
 
+    /// The SQL `sql` makes of the `url()` reading `what` (in `Native`, as `structure`) from
+    /// every pod, where `what` reads the pods' series tables alone (the `SHOW` statements):
+    /// kept while every pod's series table is unchanged, as each pod says before the read
+    /// ([`super::remember::SeriesAnswers`]). Not kept when a pod was left out.
+    pub fn series_output(
+        &self,
+        budget: &Budget,
+        what: &Partial,
+        structure: &str,
+        sql: &dyn Fn(&str) -> String,
+    ) -> Result<Vec<u8>, String> {
+        let build = |u: &Urls| sql(&u.url(what, "Native", structure));
+        let Some(versions) = self.series_versions() else {
+            return self.output(budget, &build);
+        };
+        let key = sql(&self.urls().url(&what.timeless(), "Native", structure));
+        let answers = &self.app.series_answers;
+        if let Some(out) = answers.kept_for_tenant(&key, &versions) {
+            budget.take(out.len())?;
+            self.app
+                .metrics
+                .series_answers
+                .with_label_values(&["kept"])
+                .inc();
+            return Ok(out.to_vec());
+        }
+        let out = self.output(budget, &build)?;
+        if self.missing.borrow().is_empty() {
+            answers.keep_for_tenant(&key, versions, out.as_slice().into());
+        }
+        self.app
+            .metrics
+            .series_answers
+            .with_label_values(&["read"])
+            .inc();
+        Ok(out)
+    }
+
+    /// Every pod's [`crate::engine::Engine::series_version`] with its address, asked of all
+    /// of them at once; `None` when one does not answer within the connect timeout, or
+    /// cannot say (an older release): the read then runs as always, and names what is wrong.
+    fn series_versions(&self) -> Option<String> {
+        let addrs: Vec<SocketAddr> = self
+            .peers
+            .borrow()
+            .iter()
+            .map(|p| p.addr)
+            .collect::<Option<_>>()?;
+        let what = Partial::SeriesVersion.encode();
+        let wait = self.app.cfg.cluster.connect_timeout;
+        let auth = format!("Bearer {}", self.token);
+        let ask = |a: &SocketAddr| {
+            let url = format!("http://{a}{}?p={what}", cluster::PARTIAL_PATH);
+            let r = ureq::get(&url)
+                .timeout(wait)
+                .set("Authorization", &auth)
+                .call()
+                .ok()?;
+            r.into_string().ok().map(|v| format!("{a}={} ", v.trim()))
+        };
+        let versions: Vec<Option<String>> = std::thread::scope(|s| {
+            let asks: Vec<_> = addrs.iter().map(|a| s.spawn(|| ask(a))).collect();
+            asks.into_iter().map(|h| h.join().ok().flatten()).collect()
+        });
+        versions.into_iter().collect()
+    }
+
     fn output_on_threads(
         &self,
         budget: &Budget,

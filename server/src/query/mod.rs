@@ -30,6 +30,7 @@ pub mod partial;
 pub mod plan;
 mod raw;
 mod reads;
+pub mod remember;
 pub mod select;
 mod select_list;
 pub mod series_ids;
@@ -123,14 +124,17 @@ impl Ctx<'_> {
         sql: &dyn Fn(&str) -> String,
     ) -> Result<shape::Rows, String> {
         match &self.gather {
-            None => self.fetch(&sql(&meta::local_series(merged))),
-            Some(g) => g.fetch(&self.budget, &|u| {
-                sql(&meta::gathered_series(&u.url(
-                    &what,
-                    "Native",
-                    meta::SERIES_STRUCTURE,
-                )))
-            }),
+            None => shape::parse_rows(&fetch::series_output(
+                self.app,
+                &self.budget,
+                &sql(&meta::local_series(merged)),
+            )?),
+            Some(g) => shape::parse_rows(&g.series_output(
+                &self.budget,
+                &what,
+                meta::SERIES_STRUCTURE,
+                &|url| sql(&meta::gathered_series(url)),
+            )?),
         }
     }
 

@@ -152,7 +152,9 @@ pub struct PartialSql {
 /// The SQL a pod runs for `p`, in `Native`; `None` for requests that are not SQL.
 pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
     let sql = match p {
-        Partial::Ping | Partial::Catalog | Partial::DescribeSql { .. } => return Ok(None),
+        Partial::Ping | Partial::SeriesVersion | Partial::Catalog | Partial::DescribeSql { .. } => {
+            return Ok(None)
+        }
         Partial::HandoffSeries => crate::handoff::sql::series_rows_sql(),
         Partial::HandoffRows {
             table,

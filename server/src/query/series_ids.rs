@@ -9,19 +9,16 @@
 //! 30-36 ms before and 20-24 after (bench/README, "Queries").
 //!
 //! The engine still computes the set, through the series table; this only remembers its
-//! answer, for as long as nothing has been written to the series table since it was read
-//! ([`Engine::series_writes`], counted after every write, done or failed). The count is read
-//! before the set, so a series written while it is read makes the remembered set stale at
-//! once rather than wrong.
+//! answer for as long as the series table is unchanged ([`super::remember`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_core::names::quote_ident;
 use sluice_influxql::SelectStatement;
 
 use super::plan::{self, Mode, Plan, Source};
+use super::remember::Remembered;
 use super::PlanError;
 use crate::app::App;
 use crate::catalog::SERIES_TABLE;
@@ -31,53 +28,16 @@ use crate::engine::{Engine, Readers};
 /// which keeps the plan's SQL small (a thousand ids are about 20 KB of it).
 pub const MAX_IDS: usize = 1000;
 
-/// Most memory the remembered sets hold (4 MiB), their conditions' text included: a set
-/// that would pass it makes all the others forgotten first, and one larger on its own (a
-/// condition of megabytes, which a request may send) is not remembered.
+/// Most memory the remembered sets hold (4 MiB), their conditions' text included (see
+/// [`Remembered::put`]; a condition of megabytes, which a request may send, is not kept).
 const MAX_HELD_BYTES: usize = 4 << 20;
 
-/// An entry's memory beyond its condition's text and its ids: the table's slot and the
-/// set's header, about.
-const ENTRY_BYTES: usize = 96;
+/// What each condition selected; `None`: more than [`MAX_IDS`].
+pub struct SeriesIds(Remembered<Option<Arc<[u64]>>>);
 
-/// What a condition selected, as of a count of series table writes.
-struct Entry {
-    writes: u64,
-    /// `None`: more than [`MAX_IDS`].
-    ids: Option<Arc<[u64]>>,
-}
-
-#[derive(Default)]
-pub struct SeriesIds {
-    held: Mutex<Held>,
-}
-
-#[derive(Default)]
-struct Held {
-    entries: HashMap<String, Entry>,
-    /// The memory of every entry together ([`Held::cost`]).
-    bytes: usize,
-}
-
-impl Held {
-    fn cost(conds: &str, entry: &Entry) -> usize {
-        ENTRY_BYTES + conds.len() + 8 * entry.ids.as_ref().map_or(0, |ids| ids.len())
-    }
-
-    fn put(&mut self, conds: &str, entry: Entry) {
-        let cost = Self::cost(conds, &entry);
-        if let Some(old) = self.entries.remove(conds) {
-            self.bytes -= Self::cost(conds, &old);
-        }
-        if cost > MAX_HELD_BYTES {
-            return;
-        }
-        if self.bytes + cost > MAX_HELD_BYTES {
-            self.entries.clear();
-            self.bytes = 0;
-        }
-        self.bytes += cost;
-        self.entries.insert(conds.to_string(), entry);
+impl Default for SeriesIds {
+    fn default() -> Self {
+        Self(Remembered::new(MAX_HELD_BYTES))
     }
 }
 
@@ -88,27 +48,16 @@ impl SeriesIds {
     /// reads them itself, and reports what is wrong).
     pub fn resolve(&self, engine: &Engine, conds: &str, wait: Duration) -> Resolved {
         let writes = engine.series_writes();
-        if let Some(e) = self.lock().entries.get(conds) {
-            if e.writes == writes {
-                return Resolved::Remembered(e.ids.clone());
-            }
+        if let Some(ids) = self.0.get(conds, &writes) {
+            return Resolved::Remembered(ids);
         }
         let Some(ids) = lookup(engine, conds, wait) else {
             return Resolved::Unanswered;
         };
         let ids: Option<Arc<[u64]>> = (ids.len() <= MAX_IDS).then(|| ids.into());
-        self.lock().put(
-            conds,
-            Entry {
-                writes,
-                ids: ids.clone(),
-            },
-        );
+        let bytes = 8 * ids.as_ref().map_or(0, |ids| ids.len());
+        self.0.put(conds, writes, ids.clone(), bytes);
         Resolved::LookedUp(ids)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -212,39 +161,6 @@ mod tests {
             sql,
             format!("SELECT DISTINCT series_id FROM `sluice_series` WHERE db = 'd' AND measurement = 'm' AND (tags['host'] = 'a') LIMIT {} FORMAT TSV", MAX_IDS + 1)
         );
-    }
-
-    #[test]
-    fn what_is_held_stays_within_its_bounds() {
-        let entry = |n: usize| Entry {
-            writes: 0,
-            ids: Some((0..n as u64).collect::<Vec<_>>().into()),
-        };
-        let mut held = Held::default();
-        held.put("a", entry(MAX_IDS));
-        held.put("a", entry(10));
-        assert_eq!(
-            (held.entries.len(), held.bytes),
-            (1, ENTRY_BYTES + 1 + 80),
-            "replaced, not added"
-        );
-        let sets = MAX_HELD_BYTES / (8 * MAX_IDS) + 10;
-        for i in 0..sets {
-            held.put(&format!("b{i}"), entry(MAX_IDS));
-            assert!(held.bytes <= MAX_HELD_BYTES, "{}", held.bytes);
-        }
-        assert!(held.entries.len() < sets, "forgotten once full");
-        // A condition larger than everything held may be is looked up, never remembered.
-        let huge = "x".repeat(MAX_HELD_BYTES);
-        held.put(
-            &huge,
-            Entry {
-                writes: 0,
-                ids: None,
-            },
-        );
-        assert!(!held.entries.contains_key(&huge));
-        assert!(held.bytes <= MAX_HELD_BYTES);
     }
 
     #[test]

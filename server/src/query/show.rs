@@ -5,10 +5,9 @@ use serde_json::{json, Value};
 use sluice_influxql::Measurement;
 
 use super::answer::Outcome;
-use super::fetch::output_on;
+use super::fetch::series_output;
 use super::{database, meta, shape, sources_of, with_series, Ctx};
 use crate::cluster::Partial;
-use crate::engine::Readers;
 
 /// The series rows a `SHOW` statement lists: those of its database that its sources and
 /// condition select, as `sql(from, filter)` makes of them; `merged` when the statement lists
@@ -104,28 +103,25 @@ pub(super) fn tag_values(
     t: &sluice_influxql::ShowTagValues,
     id: usize,
 ) -> Result<Outcome, String> {
+    // Checked here even when the pods list the values, with the request's time, as one pod
+    // checks it: what the pods answer does not depend on the time then.
+    let (db, filter) = selected(ctx, &t.database, &t.sources, t.condition.as_ref())?;
     let out = match &ctx.gather {
-        None => {
-            let (_, filter) = selected(ctx, &t.database, &t.sources, t.condition.as_ref())?;
-            let from = meta::local_series(false);
-            output_on(
-                ctx.app,
-                &ctx.budget,
-                Readers::Local,
-                &meta::tag_values_sql(&from, &filter, &t.key, t.order),
-            )?
-        }
+        None => series_output(
+            ctx.app,
+            &ctx.budget,
+            &meta::tag_values_sql(&meta::local_series(false), &filter, &t.key, t.order),
+        )?,
         // Each pod lists its distinct values; the gathering pod only merges and orders them.
         Some(g) => {
             let what = Partial::TagValues {
-                db: database(ctx, t.database.as_deref())?,
+                db,
                 q: ctx.req.q.to_string(),
                 statement: id,
                 now: ctx.now_ns,
             };
-            g.output(&ctx.budget, &|u| {
-                let from = u.url(&what, "Native", meta::TAG_VALUES_STRUCTURE);
-                meta::gathered_tag_values_sql(&from, &t.key, t.order)
+            g.series_output(&ctx.budget, &what, meta::TAG_VALUES_STRUCTURE, &|url| {
+                meta::gathered_tag_values_sql(url, &t.key, t.order)
             })?
         }
     };
