@@ -75,6 +75,9 @@ pub struct App {
     /// What `SHOW` statements read of this pod's series table, as last read (see
     /// [`crate::query::remember`]).
     pub series_answers: crate::query::remember::SeriesAnswers,
+    /// Connections to the tenant's pods kept open between the small requests a gathering read
+    /// makes from Rust (their series versions).
+    pub peer_agent: ureq::Agent,
     /// Requests in flight and their memory (see [`crate::http::Admission`]).
     pub admission: crate::http::Admission,
     /// The threads that inflate and parse request bodies (see [`crate::parse_pool`]).
@@ -238,6 +241,7 @@ impl App {
             shapes: Default::default(),
             series_ids: Default::default(),
             series_answers: Default::default(),
+            peer_agent: ureq::AgentBuilder::new().build(),
             admission: crate::http::Admission::new(
                 cfg.limits.max_requests_in_flight,
                 cfg.limits.request_memory_bytes.0,

@@ -418,9 +418,6 @@ pub fn url_sql(
 mod tests {
     use super::*;
 
-    /// Three servers on one machine: every join reaches the others from 127.0.0.1, and a
-    /// pod remembered there would be read as the pod at 127.0.0.1 (counted twice, its own
-    /// data missing) until the address expired.
     #[test]
     fn only_what_does_not_depend_on_the_time_is_asked_without_it() {
         let values = Partial::TagValues {
@@ -451,6 +448,9 @@ mod tests {
         );
     }
 
+    /// Three servers on one machine: every join reaches the others from 127.0.0.1, and a
+    /// pod remembered there would be read as the pod at 127.0.0.1 (counted twice, its own
+    /// data missing) until the address expired.
     #[test]
     fn a_join_from_a_loopback_address_is_reached_by_its_name() {
         let peers = ["127.0.0.1:18087", "127.0.0.2:18087", "127.0.0.3:18087"];

@@ -435,13 +435,13 @@ impl Engine {
 /// about 1 M rows or 256 MiB became several parts (a 2.5 M-row flush made three).
 pub const WHOLE_INSERT: &str = "min_insert_block_size_rows = 1000000000000, min_insert_block_size_bytes = 1000000000000000, max_insert_threads = 1";
 
-/// A number that differs between this server's processes: the time it started, in
-/// nanoseconds, with its process id.
+/// A number that differs between this server's processes: random (the standard library's
+/// hasher keys are), since neither the clock nor a container's process id need differ.
 fn boot_id() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    nanos ^ (u64::from(std::process::id()) << 48)
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(std::process::id().into());
+    h.finish()
 }
 
 #[cfg(test)]

@@ -134,26 +134,12 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
         )
             .into_response()
     };
-    // A share of the series table is the same while the table is: given again from memory
-    // (a `SHOW` across the tenant costs each pod a listing of every series it holds).
     let mut keep = None;
     if lists_series {
-        let writes = app.engine.series_writes();
-        if let Some(out) = app.series_answers.kept(&sql, writes) {
-            app.metrics
-                .series_answers
-                .with_label_values(&["kept"])
-                .inc();
-            return native(axum::body::Body::from(out.to_vec()));
+        match kept_share(app, &sql) {
+            Ok(out) => return native(axum::body::Body::from(out)),
+            Err(k) => keep = Some(k),
         }
-        app.metrics
-            .series_answers
-            .with_label_values(&["read"])
-            .inc();
-        keep = Some(Keep {
-            sql: sql.clone(),
-            writes,
-        });
     }
     let started = start_stream(
         app,
@@ -194,6 +180,26 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
             }
         }
         Err(r) => r,
+    }
+}
+
+/// A share of the series table (a `SHOW`'s, `sql`) as kept while the table is unchanged, or
+/// what to keep of it once read: a `SHOW` across the tenant costs each pod a listing of every
+/// series it holds.
+fn kept_share(app: &App, sql: &str) -> Result<Vec<u8>, Keep> {
+    let writes = app.engine.series_writes();
+    match app.series_answers.kept(sql, writes) {
+        Some(out) => {
+            app.metrics
+                .series_answers
+                .with_label_values(&["kept"])
+                .inc();
+            Ok(out.to_vec())
+        }
+        None => Err(Keep {
+            sql: sql.to_string(),
+            writes,
+        }),
     }
 }
 

@@ -458,8 +458,14 @@ pub(super) async fn start_stream(
             app2.engine
                 .stream_with(readers, &settings, &q, streamed, wait, &mut sink)
         };
-        if let (Ok(()), Some(k), Some(out)) = (&result, keep, kept) {
-            app2.series_answers.keep(&k.sql, k.writes, out.into());
+        if let (Ok(()), Some(k)) = (&result, keep) {
+            app2.metrics
+                .series_answers
+                .with_label_values(&["read"])
+                .inc();
+            if let Some(out) = kept {
+                app2.series_answers.keep(&k.sql, k.writes, out.into());
+            }
         }
         match (result, first.take()) {
             (Ok(()), Some(f)) => {

@@ -191,16 +191,30 @@ impl<'a> Gather<'a> {
         let auth = format!("Bearer {}", self.token);
         let ask = |a: &SocketAddr| {
             let url = format!("http://{a}{}?p={what}", cluster::PARTIAL_PATH);
-            let r = ureq::get(&url)
+            let r = self
+                .app
+                .peer_agent
+                .get(&url)
                 .timeout(wait)
                 .set("Authorization", &auth)
                 .call()
                 .ok()?;
-            r.into_string().ok().map(|v| format!("{a}={} ", v.trim()))
+            let v = r.into_string().ok()?;
+            is_series_version(v.trim()).then(|| format!("{a}={} ", v.trim()))
         };
         let versions: Vec<Option<String>> = std::thread::scope(|s| {
-            let asks: Vec<_> = addrs.iter().map(|a| s.spawn(|| ask(a))).collect();
-            asks.into_iter().map(|h| h.join().ok().flatten()).collect()
+            let asks: Vec<_> = addrs
+                .iter()
+                .map(|a| {
+                    std::thread::Builder::new()
+                        .name("peer-version".into())
+                        .spawn_scoped(s, || ask(a))
+                        .ok()
+                })
+                .collect();
+            asks.into_iter()
+                .map(|h| h.and_then(|h| h.join().ok().flatten()))
+                .collect()
         });
         versions.into_iter().collect()
     }
@@ -451,4 +465,39 @@ pub(super) fn structure_of(rows: &Rows) -> String {
         })
         .collect();
     cols.join(", ")
+}
+
+/// Whether `v` is what [`crate::engine::Engine::series_version`] writes (hex, a dot, digits):
+/// a peer's answer becomes part of what a kept answer is held under, and must stay small.
+fn is_series_version(v: &str) -> bool {
+    let Some((boot, writes)) = v.split_once('.') else {
+        return false;
+    };
+    (1..=16).contains(&boot.len())
+        && (1..=20).contains(&writes.len())
+        && boot.bytes().all(|b| b.is_ascii_hexdigit())
+        && writes.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_series_version_is_taken_from_a_peer() {
+        assert!(is_series_version("9f3a.12"));
+        for bad in [
+            "",
+            "12",
+            "9f3a.",
+            ".12",
+            "9f3a.1x",
+            "zz.1",
+            "ok",
+            &"a".repeat(17),
+            "1.2.3",
+        ] {
+            assert!(!is_series_version(bad), "{bad}");
+        }
+    }
 }

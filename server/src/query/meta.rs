@@ -317,6 +317,27 @@ mod tests {
         assert!(series_filter("db", &[], Some(&bad), 0).is_ok());
     }
 
+    /// The time only decides whether a `SHOW`'s condition is an error, never which series it
+    /// selects: pods' shares and the gathering pod's answer are kept without it
+    /// ([`crate::cluster::Partial::timeless`]).
+    #[test]
+    fn the_time_does_not_change_which_series_are_listed() {
+        let filter = |cond: &str, now: i64| {
+            let cond = sluice_influxql::parse_expr(cond).unwrap();
+            series_filter("db", &[], Some(&cond), now)
+        };
+        let cond = "host = 'a' AND time > now() - 1h AND time < '2026-11-29T22:00:00Z'";
+        let early = filter(cond, 1_700_000_000_000_000_000).unwrap();
+        assert_eq!(early, "db = 'db' AND (tags['host'] = 'a')");
+        // Past the range's end, the range is empty: an error, whatever it listed before.
+        assert!(filter(cond, 1_900_000_000_000_000_000).is_err());
+        let open = "host = 'a' AND time > now() - 1h";
+        assert_eq!(
+            filter(open, 0).unwrap(),
+            filter(open, i64::MAX / 2).unwrap()
+        );
+    }
+
     /// A pod sends one series per group only where the gathering pod asks no more of them.
     #[test]
     fn pods_cut_their_series_only_to_what_the_statement_lists() {

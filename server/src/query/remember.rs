@@ -144,7 +144,7 @@ impl SeriesAnswers {
     /// [`SeriesAnswers::keep`] for `sql` over the series tables of the pods whose versions
     /// were `versions` before it ran.
     pub fn keep_for_tenant(&self, sql: &str, versions: String, out: Arc<[u8]>) {
-        let bytes = out.len();
+        let bytes = out.len() + versions.len();
         if bytes <= Self::MAX_KEPT {
             self.tenant.put(sql, versions, out, bytes);
         }
