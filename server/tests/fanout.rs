@@ -1,8 +1,9 @@
 //! Reads across a tenant's pods, with several real server processes on 127.0.0.1: the same
 //! points written to one server, and spread at random over three that know each other, must
 //! give the same `/query` answers through any of the three; and the ways a tenant's pods can
-//! fail a read (a pod down, a slow pod, a pod that answers with an error, a measurement only
-//! some pods have, field types that differ between pods, several pods gathering at once).
+//! fail a read (a pod down, a slow pod, a pod that answers with an error, a pod whose share
+//! fails after its first rows, a measurement only some pods have, field types that differ
+//! between pods, several pods gathering at once).
 
 mod common;
 
@@ -268,6 +269,38 @@ fn kept_show_answers_give_way_to_a_new_series() {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+/// A pod whose share fails after its first rows were sent (its stream then ends without its
+/// last chunk) makes the read an error, never an answer of fewer rows: a gathering pod keeps
+/// `SHOW` answers, so a short one would stay.
+#[test]
+fn a_share_cut_short_is_an_error_not_fewer_rows() {
+    let tenant = Tenant::start(3, &[]);
+    let tenant_count = |inner: &str| {
+        tenant.pods[0].request(
+            "POST",
+            "/sql",
+            &[("Content-Type", "application/x-www-form-urlencoded")],
+            serde_urlencoded::to_string([
+                ("inner", inner),
+                ("q", "SELECT count() FROM tenant FORMAT TSV"),
+            ])
+            .expect("encode")
+            .as_bytes(),
+        )
+    };
+    let whole = tenant_count("SELECT number AS n FROM numbers(1000000)");
+    assert_eq!(
+        (whole.status, whole.body.trim()),
+        (200, "3000000"),
+        "{}",
+        whole.body
+    );
+    // The engine sends blocks of 65,409 rows: the error comes after several were sent.
+    let cut = tenant_count("SELECT throwIf(number > 300000, 'cut') AS n FROM numbers(1000000)");
+    assert_ne!(cut.status, 200, "{}", cut.body);
+    assert!(cut.body.contains("error"), "{}", cut.body);
 }
 
 #[test]
