@@ -215,9 +215,48 @@ impl Query<'_> {
         }
         // ORDER BY time DESC reverses the series' order too, as in InfluxDB.
         let dir = self.direction();
+        if fill == Fill::None && bucketing.is_some() && exprs.len() > 1 {
+            if let Some(rows) = self.limited_per_call(&rows, exprs.len()) {
+                return Ok(format!(
+                    "SELECT * FROM ({rows}) ORDER BY {TAGS}{dir}, {TIME}{dir}"
+                ));
+            }
+        }
         Ok(format!(
             "SELECT * FROM ({rows}) ORDER BY {TAGS}{dir}, {TIME}{dir}{}",
             self.limit_by()
+        ))
+    }
+
+    /// Under `fill(none)` every call makes its own rows (its buckets with a value), and
+    /// InfluxDB applies `LIMIT`/`OFFSET` to each call's rows before it zips them by time: a
+    /// value outside its call's own window is no value, and a row left with none is no row.
+    /// `None` without a `LIMIT` or `OFFSET`.
+    fn limited_per_call(&self, rows: &str, calls: usize) -> Option<String> {
+        let (limit, offset) = match (self.stmt.limit, self.stmt.offset) {
+            (None, None) => return None,
+            (l, o) => (l.unwrap_or(i64::MAX as u64), o.unwrap_or(0)),
+        };
+        let end = offset.saturating_add(limit);
+        let dir = self.direction();
+        let mut ranks = Vec::new();
+        let mut kept = Vec::new();
+        let mut any = Vec::new();
+        for i in 0..calls {
+            let c = value_col(i);
+            ranks.push(format!(
+                "row_number() OVER (PARTITION BY {TAGS}, {c} IS NULL ORDER BY {TIME}{dir}) AS __sl_n{i}"
+            ));
+            kept.push(format!(
+                "if({c} IS NOT NULL AND __sl_n{i} > {offset} AND __sl_n{i} <= {end}, {c}, NULL) AS {c}"
+            ));
+            any.push(format!("{c} IS NOT NULL"));
+        }
+        Some(format!(
+            "SELECT * FROM (SELECT {TAGS}, {TIME}, {} FROM (SELECT *, {} FROM ({rows}))) WHERE {}",
+            kept.join(", "),
+            ranks.join(", "),
+            any.join(" OR ")
         ))
     }
 

@@ -357,3 +357,26 @@ fn a_raw_row_is_there_where_a_field_it_reads_is() {
         p.sql
     );
 }
+
+/// Under `fill(none)` with several calls, `LIMIT` and `OFFSET` count each call's own rows, as
+/// InfluxDB limits each call's iterator before it zips them (the generated comparison found
+/// it: seed 1795991907790632641); with one call, or with rows at every bucket, the rows are
+/// limited as they are.
+#[test]
+fn limits_count_each_calls_rows_under_fill_none() {
+    let sql = |q: &str| plan_of(q).unwrap().unwrap().sql;
+    let per_call = sql("SELECT last(value), last(n) FROM cpu WHERE time > now() - 1h GROUP BY time(1m) fill(none) LIMIT 3 OFFSET 1");
+    assert!(
+        per_call.contains("row_number() OVER (PARTITION BY __sl_tags, __sl_c1 IS NULL")
+            && per_call.contains("__sl_n1 > 1 AND __sl_n1 <= 4")
+            && !per_call.contains("LIMIT 1, 3 BY"),
+        "{per_call}"
+    );
+    for q in [
+        "SELECT last(value) FROM cpu WHERE time > now() - 1h GROUP BY time(1m) fill(none) LIMIT 3 OFFSET 1",
+        "SELECT last(value), last(n) FROM cpu WHERE time > now() - 1h GROUP BY time(1m) LIMIT 3 OFFSET 1",
+    ] {
+        let s = sql(q);
+        assert!(s.contains("LIMIT 1, 3 BY __sl_tags") && !s.contains("row_number()"), "{q}: {s}");
+    }
+}
