@@ -228,6 +228,8 @@ impl App {
             metrics: metrics.clone(),
             limits: cfg.limits.clone(),
         };
+        let series_answers =
+            crate::query::remember::SeriesAnswers::new(metrics.series_answers.clone());
         Ok(Arc::new(Self {
             engine,
             ingest,
@@ -240,7 +242,7 @@ impl App {
             views: Default::default(),
             shapes: Default::default(),
             series_ids: Default::default(),
-            series_answers: Default::default(),
+            series_answers,
             peer_agent: ureq::AgentBuilder::new().build(),
             admission: crate::http::Admission::new(
                 cfg.limits.max_requests_in_flight,

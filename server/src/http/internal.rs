@@ -189,13 +189,7 @@ async fn answer(app: &Arc<App>, params: &HashMap<String, String>, headers: &Head
 fn kept_share(app: &App, sql: &str) -> Result<Vec<u8>, Keep> {
     let writes = app.engine.series_writes();
     match app.series_answers.kept(sql, writes) {
-        Some(out) => {
-            app.metrics
-                .series_answers
-                .with_label_values(&["kept"])
-                .inc();
-            Ok(out.to_vec())
-        }
+        Some(out) => Ok(out.to_vec()),
         None => Err(Keep {
             sql: sql.to_string(),
             writes,

@@ -459,13 +459,8 @@ pub(super) async fn start_stream(
                 .stream_with(readers, &settings, &q, streamed, wait, &mut sink)
         };
         if let (Ok(()), Some(k)) = (&result, keep) {
-            app2.metrics
-                .series_answers
-                .with_label_values(&["read"])
-                .inc();
-            if let Some(out) = kept {
-                app2.series_answers.keep(&k.sql, k.writes, out.into());
-            }
+            app2.series_answers
+                .read(&k.sql, k.writes, kept.map(Into::into));
         }
         match (result, first.take()) {
             (Ok(()), Some(f)) => {

@@ -141,18 +141,11 @@ pub(super) fn series_output(app: &App, budget: &Budget, sql: &str) -> Result<Vec
     let writes = app.engine.series_writes();
     if let Some(out) = app.series_answers.kept(sql, writes) {
         budget.take(out.len())?;
-        app.metrics
-            .series_answers
-            .with_label_values(&["kept"])
-            .inc();
         return Ok(out.to_vec());
     }
     let out = output_on(app, budget, Readers::Local, sql)?;
-    app.series_answers.keep(sql, writes, out.as_slice().into());
-    app.metrics
-        .series_answers
-        .with_label_values(&["read"])
-        .inc();
+    app.series_answers
+        .read(sql, writes, Some(out.as_slice().into()));
     Ok(out)
 }
 

@@ -157,22 +157,11 @@ impl<'a> Gather<'a> {
         let answers = &self.app.series_answers;
         if let Some(out) = answers.kept_for_tenant(&key, &versions) {
             budget.take(out.len())?;
-            self.app
-                .metrics
-                .series_answers
-                .with_label_values(&["kept"])
-                .inc();
             return Ok(out.to_vec());
         }
         let out = self.output(budget, &build)?;
-        if self.missing.borrow().is_empty() {
-            answers.keep_for_tenant(&key, versions, out.as_slice().into());
-        }
-        self.app
-            .metrics
-            .series_answers
-            .with_label_values(&["read"])
-            .inc();
+        let whole = self.missing.borrow().is_empty();
+        answers.read_for_tenant(&key, versions, whole.then(|| out.as_slice().into()));
         Ok(out)
     }
 

@@ -18,6 +18,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use prometheus::IntCounterVec;
+
 /// An entry's memory beyond its key's text and its value's own bytes: the map's slot and
 /// the value's header, about.
 const ENTRY_BYTES: usize = 96;
@@ -105,15 +107,8 @@ const MAX_ANSWER_BYTES: usize = 8 << 20;
 pub struct SeriesAnswers {
     local: Remembered<Arc<[u8]>>,
     tenant: Remembered<Arc<[u8]>, String>,
-}
-
-impl Default for SeriesAnswers {
-    fn default() -> Self {
-        Self {
-            local: Remembered::new(MAX_ANSWER_BYTES / 2),
-            tenant: Remembered::new(MAX_ANSWER_BYTES / 2),
-        }
-    }
+    /// `sluice_series_answers_total{how}`: kept or read.
+    counted: IntCounterVec,
 }
 
 impl SeriesAnswers {
@@ -121,16 +116,26 @@ impl SeriesAnswers {
     /// share of every series of a large tenant).
     pub const MAX_KEPT: usize = MAX_ANSWER_BYTES / 4;
 
+    pub fn new(counted: IntCounterVec) -> Self {
+        Self {
+            local: Remembered::new(MAX_ANSWER_BYTES / 2),
+            tenant: Remembered::new(MAX_ANSWER_BYTES / 2),
+            counted,
+        }
+    }
+
     /// The output kept for `sql`, which must read nothing but this pod's series table, if it
     /// was written under `writes` (the count read before the engine would run it).
     pub fn kept(&self, sql: &str, writes: u64) -> Option<Arc<[u8]>> {
-        self.local.get(sql, &writes)
+        self.counted_if_kept(self.local.get(sql, &writes))
     }
 
-    /// Keeps `out`, the output of `sql` run under `writes`.
-    pub fn keep(&self, sql: &str, writes: u64, out: Arc<[u8]>) {
-        let bytes = out.len();
-        if bytes <= Self::MAX_KEPT {
+    /// Counts a read of `sql` run under `writes`, and keeps its output `out` (`None`: not
+    /// whole, or too large to keep).
+    pub fn read(&self, sql: &str, writes: u64, out: Option<Arc<[u8]>>) {
+        self.counted.with_label_values(&["read"]).inc();
+        if let Some(out) = out.filter(|o| o.len() <= Self::MAX_KEPT) {
+            let bytes = out.len();
             self.local.put(sql, writes, out, bytes);
         }
     }
@@ -138,16 +143,24 @@ impl SeriesAnswers {
     /// [`SeriesAnswers::kept`] for `sql` over the series tables of the pods whose versions
     /// are `versions`.
     pub fn kept_for_tenant(&self, sql: &str, versions: &str) -> Option<Arc<[u8]>> {
-        self.tenant.get(sql, versions)
+        self.counted_if_kept(self.tenant.get(sql, versions))
     }
 
-    /// [`SeriesAnswers::keep`] for `sql` over the series tables of the pods whose versions
+    /// [`SeriesAnswers::read`] for `sql` over the series tables of the pods whose versions
     /// were `versions` before it ran.
-    pub fn keep_for_tenant(&self, sql: &str, versions: String, out: Arc<[u8]>) {
-        let bytes = out.len() + versions.len();
-        if bytes <= Self::MAX_KEPT {
+    pub fn read_for_tenant(&self, sql: &str, versions: String, out: Option<Arc<[u8]>>) {
+        self.counted.with_label_values(&["read"]).inc();
+        if let Some(out) = out.filter(|o| o.len() + versions.len() <= Self::MAX_KEPT) {
+            let bytes = out.len() + versions.len();
             self.tenant.put(sql, versions, out, bytes);
         }
+    }
+
+    fn counted_if_kept(&self, out: Option<Arc<[u8]>>) -> Option<Arc<[u8]>> {
+        if out.is_some() {
+            self.counted.with_label_values(&["kept"]).inc();
+        }
+        out
     }
 }
 
