@@ -65,9 +65,9 @@ impl Bucketing {
     /// cannot overflow; so does a time zone, whose shift varies within the range.
     pub fn bucket_sql(&self) -> String {
         let t = "toUnixTimestamp64Nano(m.time)";
-        match (self.min, &self.zone) {
-            (Some(lo), None) if self.start_of(lo) >= 0 => {
-                let (first, i) = (self.start_of(lo), self.every);
+        match (self.min.map(|lo| self.start_of(lo)), &self.zone) {
+            (Some(first), None) if first >= 0 => {
+                let i = self.every;
                 format!("toInt64({first} + intDiv({t} - {first}, {i}) * {i})")
             }
             _ => self.start_sql(t),

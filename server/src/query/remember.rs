@@ -134,9 +134,11 @@ impl SeriesAnswers {
     /// whole, or too large to keep).
     pub fn read(&self, sql: &str, writes: u64, out: Option<Arc<[u8]>>) {
         self.counted.with_label_values(&["read"]).inc();
-        if let Some(out) = out.filter(|o| o.len() <= Self::MAX_KEPT) {
+        if let Some(out) = out {
             let bytes = out.len();
-            self.local.put(sql, writes, out, bytes);
+            if bytes <= Self::MAX_KEPT {
+                self.local.put(sql, writes, out, bytes);
+            }
         }
     }
 
@@ -150,9 +152,11 @@ impl SeriesAnswers {
     /// were `versions` before it ran.
     pub fn read_for_tenant(&self, sql: &str, versions: String, out: Option<Arc<[u8]>>) {
         self.counted.with_label_values(&["read"]).inc();
-        if let Some(out) = out.filter(|o| o.len() + versions.len() <= Self::MAX_KEPT) {
+        if let Some(out) = out {
             let bytes = out.len() + versions.len();
-            self.tenant.put(sql, versions, out, bytes);
+            if bytes <= Self::MAX_KEPT {
+                self.tenant.put(sql, versions, out, bytes);
+            }
         }
     }
 
