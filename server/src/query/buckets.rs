@@ -84,7 +84,10 @@ impl Bucketing {
             ),
             None => "0".into(),
         };
-        let x = format!("({t} + {shift} - {o})");
+        // Signed throughout: with the interval as a bare literal (unsigned) the engine's
+        // modulo of a time before 1970 wrapped around 2^64.
+        let x = format!("({t} + {shift} - toInt64({o}))");
+        let i = format!("toInt64({i})");
         format!("toInt64({x} - ((({x} % {i}) + {i}) % {i}) - {shift} + {o})")
     }
 
@@ -142,7 +145,7 @@ mod tests {
             minutes(Some(-1), 0, None),
             minutes(Some(1_795_955_940_000_000_001), 0, Some("Europe/Paris")),
         ] {
-            assert!(general.bucket_sql().contains(" % 60000000000"));
+            assert!(general.bucket_sql().contains(" % toInt64(60000000000)"));
         }
     }
 }
