@@ -13,3 +13,4 @@ pub mod pods;
 pub mod run;
 pub mod scrape;
 pub mod traffic;
+pub mod trend;
