@@ -67,7 +67,7 @@ pub fn peers_config_map_name(tenant: &str) -> String {
     format!("{tenant}-peers")
 }
 /// The Secret holding the token the tenant's pods present to each other; created once by the
-/// operator with a random token (see `controller::ensure_cluster_secret`).
+/// operator with a random token (see `controller::apply::ensure_cluster_secret`).
 pub fn cluster_secret_name(tenant: &str) -> String {
     format!("{tenant}-cluster")
 }
