@@ -5,12 +5,12 @@
 //! them is acknowledged, so that a flush never meets a column that does not exist and a
 //! restart can rebuild this catalog from chDB alone.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use chdb_rust::format::OutputFormat;
-use sluice_core::config::{DatabaseConfig, RetentionPolicyConfig, ServerConfig};
+use sluice_core::config::{DatabaseConfig, RetentionPolicyConfig};
 use sluice_core::names::{quote_ident, quote_str, table_name, validate_name, NameError};
 use sluice_core::{FieldType, KeyHash, SchemaLookup};
 
@@ -19,13 +19,15 @@ use crate::series_cache::SeriesKeyCache;
 use crate::wal::Wal;
 
 pub mod ddl;
+mod load;
+mod series;
 
 pub use ddl::{
     add_origin_column_sql, add_seq_column_sql, chdb_type, create_table_sql,
     modify_merge_settings_sql, modify_ttl_sql, tables_without_merge_policy, ttl_sql,
     MERGE_SELECTOR_BASE, MERGE_SETTINGS, ORIGIN_COLUMN, SEQ_COLUMN,
 };
-use ddl::{field_type_of, series_table_sql, table_ttls};
+use series::SeriesIndex;
 
 /// The dimension table holding one row per series.
 pub const SERIES_TABLE: &str = "sluice_series";
@@ -96,38 +98,6 @@ pub struct Catalog {
     series_keys: SeriesKeyCache,
 }
 
-/// Series ids recorded per database, and how many in all (what the cardinality limit counts).
-#[derive(Default)]
-struct SeriesIndex {
-    by_db: HashMap<String, HashSet<u64>>,
-    total: usize,
-}
-
-impl SeriesIndex {
-    fn contains(&self, db: &str, id: u64) -> bool {
-        self.by_db.get(db).is_some_and(|s| s.contains(&id))
-    }
-
-    fn insert(&mut self, db: &str, id: u64) -> bool {
-        let set = match self.by_db.get_mut(db) {
-            Some(s) => s,
-            None => self.by_db.entry(db.to_string()).or_default(),
-        };
-        let new = set.insert(id);
-        self.total += usize::from(new);
-        new
-    }
-
-    fn remove(&mut self, db: &str, id: u64) {
-        if self.by_db.get_mut(db).is_some_and(|s| s.remove(&id)) {
-            self.total -= 1;
-        }
-    }
-}
-
-/// Memory for remembered series keys: about 50 bytes per key, so about 1.3 million series.
-const SERIES_KEY_CACHE_BYTES: usize = 64 << 20;
-
 /// The field types a batch needs but a table does not have yet.
 pub struct SchemaChange {
     pub table: String,
@@ -138,168 +108,6 @@ pub struct SchemaChange {
 const DATABASES_META: &str = "databases";
 
 impl Catalog {
-    /// Loads declared databases, those created at run time (kept in the WAL's metadata), and
-    /// every table's columns from chDB.
-    pub fn load(engine: Arc<Engine>, cfg: &ServerConfig, wal: &Wal) -> Result<Self, CatalogError> {
-        let mut databases = BTreeMap::new();
-        if let Some(raw) = wal
-            .get_meta(DATABASES_META)
-            .map_err(|e| CatalogError::Meta(e.to_string()))?
-        {
-            let stored: Vec<DatabaseConfig> =
-                serde_json::from_slice(&raw).map_err(|e| CatalogError::Meta(e.to_string()))?;
-            for d in stored {
-                databases.insert(
-                    d.name,
-                    Database {
-                        policies: d.retention_policies,
-                    },
-                );
-            }
-        }
-        // Declared configuration wins over what was created at run time.
-        for d in &cfg.databases {
-            databases.insert(
-                d.name.clone(),
-                Database {
-                    policies: d.retention_policies.clone(),
-                },
-            );
-        }
-        engine.execute(&series_table_sql())?;
-        let out = engine.query(
-            "SELECT table, name, type FROM system.columns WHERE database = currentDatabase() ORDER BY table, position",
-            OutputFormat::TabSeparated,
-        )?;
-        let mut tables: HashMap<String, HashMap<String, FieldType>> = HashMap::new();
-        let mut with_seq = HashSet::new();
-        let mut with_origin = HashSet::new();
-        for line in String::from_utf8_lossy(&out).lines() {
-            let mut parts = line.split('\t');
-            let (Some(t), Some(n), Some(ty)) = (parts.next(), parts.next(), parts.next()) else {
-                continue;
-            };
-            let t = unescape_tsv(t);
-            let n = unescape_tsv(n);
-            if n == SEQ_COLUMN {
-                with_seq.insert(t);
-                continue;
-            }
-            if n == ORIGIN_COLUMN {
-                with_origin.insert(t);
-                continue;
-            }
-            let entry = tables.entry(t).or_default();
-            if n == "time" || n == "series_id" {
-                continue;
-            }
-            if let Some(ft) = field_type_of(ty) {
-                entry.insert(n, ft);
-            }
-        }
-        for table in tables.keys() {
-            if table != SERIES_TABLE && !with_seq.contains(table) {
-                tracing::info!(table, "adding the WAL sequence column");
-                for sql in add_seq_column_sql(table) {
-                    engine.execute(&sql)?;
-                }
-            }
-            if table != SERIES_TABLE && !with_origin.contains(table) {
-                for sql in add_origin_column_sql(table) {
-                    engine.execute(&sql)?;
-                }
-            }
-        }
-        for table in tables_without_merge_policy(&engine)? {
-            tracing::info!(table, "adopting the current merge policy");
-            engine.execute(&modify_merge_settings_sql(&table))?;
-        }
-        sync_ttls(&engine, &databases)?;
-        Ok(Self {
-            engine,
-            auto_create: cfg.auto_create_databases,
-            limits: cfg.limits.clone(),
-            databases: RwLock::new(databases),
-            tables: RwLock::new(tables),
-            ddl: Mutex::new(()),
-            series: Mutex::new(SeriesIndex::default()),
-            series_keys: SeriesKeyCache::new(SERIES_KEY_CACHE_BYTES),
-        })
-    }
-
-    /// Reads the known series of every database from the dimension table (after replay has
-    /// flushed it).
-    pub fn load_series(&self) -> Result<usize, CatalogError> {
-        let out = self.engine.query(
-            &format!(
-                "SELECT DISTINCT db, series_id FROM {}",
-                quote_ident(SERIES_TABLE)
-            ),
-            OutputFormat::TabSeparated,
-        )?;
-        let mut index = self.series.lock().unwrap_or_else(|p| p.into_inner());
-        for line in String::from_utf8_lossy(&out).lines() {
-            let Some((db, id)) = line.rsplit_once('\t') else {
-                continue;
-            };
-            if let Ok(id) = id.trim().parse::<u64>() {
-                index.insert(&unescape_tsv(db), id);
-            }
-        }
-        Ok(index.total)
-    }
-
-    /// Series recorded, counted once per database they were written to.
-    pub fn series_count(&self) -> usize {
-        self.series.lock().map(|s| s.total).unwrap_or(0)
-    }
-
-    /// Claims the series in `ids` that are new to `db`, as long as the total stays within
-    /// `limit`. Returns the ids claimed now, and those refused by the limit.
-    pub fn claim_series(&self, db: &str, ids: &[u64], limit: u64) -> (Vec<u64>, HashSet<u64>) {
-        let mut index = self.series.lock().unwrap_or_else(|p| p.into_inner());
-        let mut claimed = Vec::new();
-        let mut refused = HashSet::new();
-        for &id in ids {
-            if index.contains(db, id) {
-                continue;
-            }
-            if index.total as u64 >= limit {
-                refused.insert(id);
-                continue;
-            }
-            index.insert(db, id);
-            claimed.push(id);
-        }
-        (claimed, refused)
-    }
-
-    /// Remembers the raw keys (of `target`'s database) of the series among `keys` that are
-    /// recorded (or claimed by a write that is now durable); keys of series refused by the
-    /// cardinality limit or given back are skipped, so the parser never trusts a key whose
-    /// series is not recorded.
-    pub fn remember_series_keys(&self, target: &Target, keys: &[(KeyHash, u64)]) {
-        if keys.is_empty() {
-            return;
-        }
-        let recorded: Vec<(KeyHash, u64)> = {
-            let index = self.series.lock().unwrap_or_else(|p| p.into_inner());
-            keys.iter()
-                .filter(|(_, id)| index.contains(&target.db, *id))
-                .map(|(h, id)| (h.scoped(target.key_scope), *id))
-                .collect()
-        };
-        self.series_keys.remember(recorded);
-    }
-
-    /// Gives back series of `db` claimed by a write that did not become durable.
-    pub fn release_series(&self, db: &str, ids: &[u64]) {
-        let mut index = self.series.lock().unwrap_or_else(|p| p.into_inner());
-        for id in ids {
-            index.remove(db, *id);
-        }
-    }
-
     pub fn database_names(&self) -> Vec<String> {
         self.databases
             .read()
@@ -591,30 +399,6 @@ impl Catalog {
             })
             .collect())
     }
-}
-
-/// Gives every existing table of a declared retention policy that policy's duration as its TTL:
-/// a table's TTL is set when it is created, so without this a policy shortened from `30d` to
-/// `7d` would keep 30 days in every table that already existed. Changing the TTL makes the
-/// engine drop the rows it now expires in the background.
-fn sync_ttls(engine: &Engine, databases: &BTreeMap<String, Database>) -> Result<(), CatalogError> {
-    for (table, ttl) in table_ttls(engine)? {
-        let Some((db, rp)) = policy_of(&table, databases) else {
-            continue;
-        };
-        let Some(policy) = databases
-            .get(db)
-            .and_then(|d| d.policies.iter().find(|p| p.name == rp))
-        else {
-            continue;
-        };
-        let want = ttl_sql(policy.duration.0);
-        if ttl != want {
-            tracing::info!(table, from = %ttl, to = %want, "retention policy changed: updating the table's TTL");
-            engine.execute(&modify_ttl_sql(&table, policy.duration.0))?;
-        }
-    }
-    Ok(())
 }
 
 /// The database and retention policy a table belongs to: the one whose `<db>_<rp>_` prefix it
