@@ -30,7 +30,7 @@ fn each_rows_bucket_in_the_engine_is_its_bucket_by_the_rule() {
         };
         // Times from the range's start on, a few nanoseconds either side of each edge too.
         let sql = format!(
-            "SELECT toUnixTimestamp64Nano(m.time), {} FROM (SELECT fromUnixTimestamp64Nano(toInt64({min} + number * 7919000001 + (number % 3) - 1 + 1)) AS time FROM numbers(800)) AS m",
+            "SELECT toUnixTimestamp64Nano(m.time), {} FROM (SELECT fromUnixTimestamp64Nano(toInt64({min} + number * 7919000001 + (number % 3))) AS time FROM numbers(800)) AS m",
             b.bucket_sql()
         );
         let out = engine.query(&sql, OutputFormat::TabSeparated).unwrap();

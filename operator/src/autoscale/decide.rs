@@ -186,12 +186,12 @@ fn decide_inner(
     } else {
         None
     };
-    // The rate the pods will carry once a pod added now helps: the offered rate, or more on a
-    // load that rose in the last two windows.
+    // The rate the pods will carry once a pod added now helps: the offered rate (just
+    // recorded), or more on a load that rose in the last two windows.
     let ahead = history
         .trend
         .ahead(policy.lead_s)
-        .map_or(obs.offered_pps, |a| a.max(obs.offered_pps));
+        .unwrap_or(obs.offered_pps);
     let forecast = knee.filter(|k| *k > 0.0).map(|k| {
         let per_pod = k * policy.target_utilisation;
         ((ahead / per_pod).ceil() as i32).max(1)

@@ -31,15 +31,17 @@ impl Trend {
     /// The rise of the offered rate in points/s per second: the smaller of the last two
     /// windows' rises when both rose, else 0.
     pub fn rise_per_s(&self) -> f64 {
-        let [a, b, c] = match self.recent.iter().copied().collect::<Vec<_>>()[..] {
-            [a, b, c] => [a, b, c],
-            _ => return 0.0,
+        let (Some(&a), Some(&b), Some(&c)) =
+            (self.recent.front(), self.recent.get(1), self.recent.get(2))
+        else {
+            return 0.0;
         };
         let slope = |(t0, r0): (f64, f64), (t1, r1): (f64, f64)| (r1 - r0) / (t1 - t0);
         slope(a, b).min(slope(b, c)).max(0.0)
     }
 
-    /// The offered rate `lead_s` seconds from the last observation if the rise goes on.
+    /// The offered rate `lead_s` seconds from the last observation if the rise goes on: never
+    /// below the last observation.
     pub fn ahead(&self, lead_s: f64) -> Option<f64> {
         let (_, now) = *self.recent.back()?;
         Some(now + self.rise_per_s() * lead_s)
