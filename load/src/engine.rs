@@ -34,7 +34,7 @@ use crate::http::{Target, WriteParams};
 use crate::knee::{evaluate, should_stop, Criteria, StepFigures};
 use crate::payload::PayloadSpec;
 use crate::report::{Report, StepResult};
-use crate::search::{Next, Search};
+use crate::search::{knee_of, Next, Search};
 use crate::step::{dispatch, lock, IdlePool, Job, StepStats};
 
 /// How the load is applied.
@@ -205,13 +205,19 @@ pub async fn run(cfg: &LoadConfig, mut on_step: impl FnMut(&StepResult)) -> Resu
     };
     ticker.abort();
     progress.clear();
-    let (steps, stopped_early) = outcome?;
+    let Steps {
+        results: steps,
+        asked,
+        stopped_early,
+    } = outcome?;
     let figures: Vec<StepFigures> = steps.iter().map(StepResult::figures).collect();
     let open = !matches!(cfg.plan, Plan::Closed { .. });
     let eval = open.then(|| evaluate(&figures, &cfg.criteria));
-    let knee = eval
-        .as_ref()
-        .and_then(|e| e.knee)
+    // The highest rate that passed every run of it (a search runs its knee again).
+    let passed: Vec<bool> = steps.iter().map(|s| s.pass == Some(true)).collect();
+    let knee = open
+        .then(|| knee_of(&asked, &passed))
+        .flatten()
         .and_then(|i| steps.get(i));
     Ok(Report {
         mode: match cfg.plan {
@@ -257,6 +263,15 @@ fn judge(steps: &mut [StepResult], criteria: &Criteria) {
     }
 }
 
+/// The steps of a run, as run.
+struct Steps {
+    results: Vec<StepResult>,
+    /// The rate each step of an open model asked for (requests/s); empty for a closed one.
+    asked: Vec<f64>,
+    /// Whether a stopping rule ended the run.
+    stopped_early: bool,
+}
+
 /// The rates an open-model run goes through.
 enum Schedule<'a> {
     /// A fixed list; with `ramp`, cut short by the stopping rule.
@@ -293,9 +308,14 @@ impl Schedule<'_> {
         }
     }
 
-    /// The step after `done` (judged), or `None` when the run is over; the flag says whether
-    /// a stopping rule ended it early.
-    fn next(&mut self, done: &[StepResult], criteria: &Criteria) -> (Option<NextStep>, bool) {
+    /// The step after `done` (judged; `asked` the rate each of them asked for), or `None`
+    /// when the run is over; the flag says whether a stopping rule ended it early.
+    fn next(
+        &mut self,
+        done: &[StepResult],
+        asked: &[f64],
+        criteria: &Criteria,
+    ) -> (Option<NextStep>, bool) {
         match self {
             Schedule::Fixed { rates, ramp } => {
                 let Some(&rate) = rates.get(done.len()) else {
@@ -314,9 +334,10 @@ impl Schedule<'_> {
                 verdicts,
             } => {
                 // Each step's verdict as it stood when it finished: later (lighter) steps may
-                // tighten the p95 limit, but the search went where the verdict then said.
-                for s in &done[verdicts.len()..] {
-                    verdicts.push((s.offered_rps, s.pass == Some(true)));
+                // tighten the p95 limit, but the search went where the verdict then said. The
+                // rate is the one asked for, so that a step run again is the same rate.
+                for (s, rate) in done[verdicts.len()..].iter().zip(&asked[verdicts.len()..]) {
+                    verdicts.push((*rate, s.pass == Some(true)));
                 }
                 match search.next(verdicts) {
                     Next::Step {
@@ -372,7 +393,7 @@ async fn run_open(
     mut schedule: Schedule<'_>,
     step: Duration,
     on_step: &mut impl FnMut(&StepResult),
-) -> Result<(Vec<StepResult>, bool)> {
+) -> Result<Steps> {
     let idle = Arc::new(IdlePool::new(0..cfg.connections, cfg.spread));
     let mut senders = Vec::with_capacity(cfg.connections);
     let mut tasks = Vec::with_capacity(cfg.connections);
@@ -421,9 +442,10 @@ async fn run_open(
         }
     }
     let mut results: Vec<StepResult> = Vec::new();
+    let mut asked = Vec::new();
     let points = cfg.payload.points;
     let stopped_early = loop {
-        let (next, stopped) = schedule.next(&results, &cfg.criteria);
+        let (next, stopped) = schedule.next(&results, &asked, &cfg.criteria);
         let Some(NextStep { rate, settle }) = next else {
             break stopped;
         };
@@ -445,6 +467,7 @@ async fn run_open(
         dispatch(rate, step, cfg.tolerance, &idle, &stats, &seq, hand_over).await;
         stats.drain(Instant::now() + drain_slack).await;
         results.push(stats.result(i, step, points, None));
+        asked.push(rate);
         judge(&mut results, &cfg.criteria);
         progress.clear();
         if let Some(last) = results.last() {
@@ -455,7 +478,11 @@ async fn run_open(
     for t in tasks {
         t.abort();
     }
-    Ok((results, stopped_early))
+    Ok(Steps {
+        results,
+        asked,
+        stopped_early,
+    })
 }
 
 async fn run_closed(
@@ -465,7 +492,7 @@ async fn run_closed(
     vus: &[usize],
     step: Duration,
     on_step: &mut impl FnMut(&StepResult),
-) -> Result<(Vec<StepResult>, bool)> {
+) -> Result<Steps> {
     let seq = Arc::new(AtomicU64::new(0));
     let mut results = Vec::new();
     for (i, &n) in vus.iter().enumerate() {
@@ -509,7 +536,11 @@ async fn run_closed(
             on_step(last);
         }
     }
-    Ok((results, false))
+    Ok(Steps {
+        results,
+        asked: Vec::new(),
+        stopped_early: false,
+    })
 }
 
 #[cfg(test)]

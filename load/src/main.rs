@@ -56,6 +56,10 @@ struct Cli {
     /// Steps of --search between the highest passing and the first failing rate.
     #[arg(long, default_value_t = 5)]
     refine: usize,
+    /// Steps of --search that run its highest passing rate again before it counts as the
+    /// knee (a rate that fails once is not the knee).
+    #[arg(long, default_value_t = 0)]
+    confirm: usize,
     /// Factor between the bracketing steps of --search (2: doubling).
     #[arg(long, default_value_t = 2.0)]
     growth: f64,
@@ -232,6 +236,7 @@ fn config(cli: &Cli) -> Result<LoadConfig> {
                 max: to_rps(max),
                 refine: cli.refine,
                 growth: cli.growth,
+                confirm: cli.confirm,
             },
             step,
             settle: parse_duration(&cli.settle)?,

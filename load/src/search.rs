@@ -10,11 +10,18 @@
 //!    recovers sooner) at the price of more steps on the way up.
 //! 2. **Refine.** After a pause (the overloaded step left a backlog the target works off), run
 //!    `refine` evenly spaced rates between `lo` and `hi`, upwards, until one fails.
+//! 3. **Confirm.** After another pause, run the highest rate that passed once more, up to
+//!    `confirm` times in all: one step near a small target's capacity passes or fails by the
+//!    burst of background work that lands in it (a 300m pod's highest passing step was 10,000
+//!    one run and 22,500 the next), and a knee set by one lucky step sizes every pod too large.
+//!    A rate that fails its confirmation is no longer the knee, and the next highest that
+//!    passed is confirmed in turn; when the confirmations run out, the highest rate with no
+//!    failed run is the knee ([`knee_of`]).
 //!
 //! The knee is then within `(hi - lo) / (refine + 1)` of the truth: a sixth of it with five
 //! refining steps and doubling. Stepping from `start` to `max` takes at most
-//! `log(max / start) / log(growth)` bracketing steps plus `refine`, which is what bounds the
-//! run's length.
+//! `log(max / start) / log(growth)` bracketing steps plus `refine` plus `confirm`, which is
+//! what bounds the run's length.
 //!
 //! Pure: the next rate is a function of the verdicts so far, so every path is unit-tested.
 
@@ -30,6 +37,8 @@ pub struct Search {
     pub refine: usize,
     /// Factor between bracketing steps (more than 1).
     pub growth: f64,
+    /// Steps that run the highest passing rate again before it counts as the knee (0: none).
+    pub confirm: usize,
 }
 
 /// How far below `start` the search goes while the first steps fail: `start / 64`.
@@ -94,11 +103,22 @@ impl Search {
                         settle: k == 1,
                     }
                 }
-                Some((_, false)) => return Next::Done,
+                Some((_, false)) => break,
                 Some((_, true)) => {}
             }
         }
-        Next::Done
+        // Confirm: the steps left are confirmations.
+        if steps.count() >= self.confirm {
+            return Next::Done;
+        }
+        match confirmed_or_next(history) {
+            Some(rate) => Next::Step {
+                rate,
+                // The step before overloaded the target unless it passed.
+                settle: history.last().is_some_and(|(_, passed)| !passed),
+            },
+            None => Next::Done,
+        }
     }
 
     /// The most steps a search can take (for bounding a run's length).
@@ -106,9 +126,31 @@ impl Search {
         let g = self.growth.max(1.01).ln();
         let up = ((self.max / self.start).ln() / g).ceil().max(0.0) as usize;
         let down = (FLOOR_DIVISOR.ln() / g).ceil() as usize;
-        // Growing up to `max`, or shrinking down to the floor; then the refining steps.
-        up.max(down) + 1 + self.refine
+        // Growing up to `max`, or shrinking down to the floor; then the refining steps and
+        // the confirmations.
+        up.max(down) + 1 + self.refine + self.confirm
     }
+}
+
+/// The knee step of a run whose steps asked for `asked` rates and passed or not: the passing
+/// step of the highest rate that passed every time it ran (the last such step); `None` when
+/// no rate did. A rate run twice that failed once is not the knee, however its other run went.
+pub fn knee_of(asked: &[f64], passed: &[bool]) -> Option<usize> {
+    let steps = || asked.iter().copied().zip(passed.iter().copied());
+    let never_failed = |rate: f64| steps().all(|(r, p)| p || r != rate);
+    steps()
+        .enumerate()
+        .filter(|(_, (r, p))| *p && never_failed(*r))
+        .max_by(|(_, (a, _)), (_, (b, _))| a.total_cmp(b))
+        .map(|(i, _)| i)
+}
+
+/// The rate to confirm next: the highest that passed every time it ran, unless it already
+/// passed twice (then `None`: the knee is confirmed). `None` too when nothing passed.
+fn confirmed_or_next(history: &[(f64, bool)]) -> Option<f64> {
+    let (asked, passed): (Vec<f64>, Vec<bool>) = history.iter().copied().unzip();
+    let best = asked[knee_of(&asked, &passed)?];
+    (asked.iter().filter(|r| **r == best).count() < 2).then_some(best)
 }
 
 #[cfg(test)]
@@ -124,7 +166,7 @@ mod tests {
             history.push((rate, rate <= knee));
             assert!(history.len() <= s.max_steps(), "{history:?}");
         }
-        assert!(settles <= 1);
+        assert!(settles <= 1 + s.confirm);
         history
     }
 
@@ -143,6 +185,7 @@ mod tests {
             max: 50_000_000.0,
             refine: 5,
             growth: 2.0,
+            confirm: 0,
         };
         for knee in [12_345.0, 99_000.0, 250_000.0, 1_000_000.0, 3_700_000.0] {
             let h = run(&s, knee);
@@ -168,6 +211,7 @@ mod tests {
             max: 1e9,
             refine: 2,
             growth: 2.0,
+            confirm: 0,
         };
         let h = run(&s, 1_500.0);
         let rates: Vec<f64> = h.iter().take(4).map(|(r, _)| *r).collect();
@@ -187,6 +231,7 @@ mod tests {
             max: 5_000.0,
             refine: 3,
             growth: 2.0,
+            confirm: 0,
         };
         let h = run(&s, 1e12);
         let rates: Vec<f64> = h.iter().map(|(r, _)| *r).collect();
@@ -207,6 +252,7 @@ mod tests {
             max: 50_000_000.0,
             refine: 4,
             growth: 1.5,
+            confirm: 0,
         };
         for knee in [13_000.0, 150_000.0, 2_000_000.0] {
             let h = run(&s, knee);
@@ -232,6 +278,7 @@ mod tests {
             max: 100.0,
             refine: 1,
             growth: 2.0,
+            confirm: 0,
         };
         assert_eq!(
             s.next(&[(1.0, true), (2.0, false)]),
@@ -244,5 +291,104 @@ mod tests {
             s.next(&[(1.0, true), (2.0, false), (1.5, true)]),
             Next::Done
         );
+    }
+
+    /// A noisy target: passes every rate up to `knee`, and `lucky` once more.
+    fn run_noisy(s: &Search, knee: f64, lucky: f64) -> Vec<(f64, bool)> {
+        let mut history: Vec<(f64, bool)> = Vec::new();
+        while let Next::Step { rate, .. } = s.next(&history) {
+            let first_time = !history.iter().any(|(r, _)| *r == rate);
+            history.push((rate, rate <= knee || (rate == lucky && first_time)));
+            assert!(history.len() <= s.max_steps(), "{history:?}");
+        }
+        history
+    }
+
+    fn knee(history: &[(f64, bool)]) -> Option<f64> {
+        let (asked, passed): (Vec<f64>, Vec<bool>) = history.iter().copied().unzip();
+        knee_of(&asked, &passed).map(|i| asked[i])
+    }
+
+    /// One lucky pass above the target's capacity is the knee without confirmation; run
+    /// again, it fails, and the next highest rate (confirmed in turn) is the knee.
+    #[test]
+    fn a_lucky_step_fails_its_confirmation_and_the_one_below_is_the_knee() {
+        let mut s = Search {
+            start: 1_000.0,
+            max: 1e9,
+            refine: 4,
+            growth: 1.5,
+            confirm: 0,
+        };
+        // 1,000, 1,500, 2,250 pass; 3,375 fails; refining 2,475, 2,700, 2,925 pass (the last by
+        // luck), 3,150 fails.
+        let h = run_noisy(&s, 2_800.0, 2_925.0);
+        assert_eq!(knee(&h), Some(2_925.0), "{h:?}");
+        s.confirm = 2;
+        let h = run_noisy(&s, 2_800.0, 2_925.0);
+        let tail: Vec<(f64, bool)> = h[h.len() - 2..].to_vec();
+        assert_eq!(tail, [(2_925.0, false), (2_700.0, true)], "{h:?}");
+        assert_eq!(knee(&h), Some(2_700.0));
+        // The confirmation after a failed step waits for the target to recover.
+        let before_second = &h[..h.len() - 1];
+        assert_eq!(
+            s.next(&h[..h.len() - 2]),
+            Next::Step {
+                rate: 2_925.0,
+                settle: true
+            }
+        );
+        assert_eq!(
+            s.next(before_second),
+            Next::Step {
+                rate: 2_700.0,
+                settle: true
+            }
+        );
+    }
+
+    /// A knee that holds is run once more and the search ends; a steady target's knee is
+    /// the same with confirmation as without.
+    #[test]
+    fn a_steady_knee_is_confirmed_once() {
+        let s = |confirm| Search {
+            start: 10_000.0,
+            max: 50_000_000.0,
+            refine: 4,
+            growth: 1.5,
+            confirm,
+        };
+        for k in [13_000.0, 150_000.0, 2_000_000.0] {
+            let plain = run(&s(0), k);
+            let confirmed = run(&s(2), k);
+            assert_eq!(confirmed.len(), plain.len() + 1, "{confirmed:?}");
+            assert_eq!(knee(&confirmed), knee(&plain));
+            assert_eq!(confirmed.last().map(|(r, _)| Some(*r)), Some(knee(&plain)));
+        }
+    }
+
+    /// Confirmations never run past `confirm`, however often they fail, and a rate that
+    /// failed once is never the knee.
+    #[test]
+    fn confirmations_are_bounded_and_a_failed_rate_is_never_the_knee() {
+        let s = Search {
+            start: 1.0,
+            max: 100.0,
+            refine: 1,
+            growth: 2.0,
+            confirm: 2,
+        };
+        let h = [(1.0, true), (2.0, true), (4.0, false), (3.0, true)];
+        assert_eq!(
+            s.next(&h),
+            Next::Step {
+                rate: 3.0,
+                settle: false
+            }
+        );
+        let h = [h.as_slice(), &[(3.0, false), (2.0, false)]].concat();
+        assert_eq!(s.next(&h), Next::Done);
+        assert_eq!(knee(&h), Some(1.0));
+        assert_eq!(knee_of(&[5.0, 5.0], &[false, true]), None);
     }
 }
