@@ -198,8 +198,9 @@ def calibrate_and_ramp_by_hand():
     # One ramp of 10 s steps on a 300m pod varies by half from run to run: near its capacity a
     # step passes or fails by the burst of merging that lands in it (10,000-16,500 points/s on
     # the 2-vCPU VM, 21,000-22,500 in CI). Both ramps run their highest passing rate again
-    # (`--confirm 2`), so one lucky step no longer sets either knee (a calibration of 22,500
-    # against ramps by hand of 16,500, 15,000 and 15,000 failed the run of 2026-11-30 05:42).
+    # (`--confirm 3`) and let the majority of its runs decide, so one lucky or unlucky step no
+    # longer sets either knee (a calibration of 22,500 against ramps by hand of 16,500, 15,000
+    # and 15,000 failed the run of 2026-11-30 05:42).
     # When the first ramp by hand is more than 25 % away,
     # up to two more run, alone, and the calibration is judged against the nearest; all are
     # reported.

@@ -10,13 +10,16 @@
 //!    recovers sooner) at the price of more steps on the way up.
 //! 2. **Refine.** After a pause (the overloaded step left a backlog the target works off), run
 //!    `refine` evenly spaced rates between `lo` and `hi`, upwards, until one fails.
-//! 3. **Confirm.** After another pause, run the highest rate that passed once more, up to
-//!    `confirm` times in all: one step near a small target's capacity passes or fails by the
-//!    burst of background work that lands in it (a 300m pod's highest passing step was 10,000
-//!    one run and 22,500 the next), and a knee set by one lucky step sizes every pod too large.
-//!    A rate that fails its confirmation is no longer the knee, and the next highest that
-//!    passed is confirmed in turn; when the confirmations run out, the highest rate with no
-//!    failed run is the knee ([`knee_of`]).
+//! 3. **Confirm.** Run the highest rate that passed again (after another pause when the step
+//!    before failed), up to `confirm` steps in all, and let the majority of its runs decide:
+//!    one step near a small target's capacity passes or fails by the burst of background work
+//!    that lands in it (a 300m pod's highest passing step was 22,500 points/s in one ramp and
+//!    15,000-16,500 in the three after it; another time 15,000 failed once between two passes),
+//!    and a knee set by one lucky step sizes every pod too large. A rate is confirmed once it
+//!    passed twice and more often than it failed; a tie runs it once more; a rate that failed
+//!    more often than it passed is not the knee, and the next highest that passed is confirmed
+//!    in turn. When the confirmations run out, the highest rate that passed more often than it
+//!    failed is the knee ([`knee_of`]).
 //!
 //! The knee is then within `(hi - lo) / (refine + 1)` of the truth: a sixth of it with five
 //! refining steps and doubling. Stepping from `start` to `max` takes at most
@@ -132,25 +135,53 @@ impl Search {
     }
 }
 
-/// The knee step of a run whose steps asked for `asked` rates and passed or not: the passing
-/// step of the highest rate that passed every time it ran (the last such step); `None` when
-/// no rate did. A rate run twice that failed once is not the knee, however its other run went.
+/// The knee step of a run whose steps asked for `asked` rates and passed or not: the last
+/// passing step of the highest rate that passed more often than it failed; `None` when no rate
+/// did. One run of a rate is a majority of one.
 pub fn knee_of(asked: &[f64], passed: &[bool]) -> Option<usize> {
     let steps = || asked.iter().copied().zip(passed.iter().copied());
-    let never_failed = |rate: f64| steps().all(|(r, p)| p || r != rate);
     steps()
         .enumerate()
-        .filter(|(_, (r, p))| *p && never_failed(*r))
+        .filter(|(_, (r, p))| *p && tally(steps(), *r).majority())
         .max_by(|(_, (a, _)), (_, (b, _))| a.total_cmp(b))
         .map(|(i, _)| i)
 }
 
-/// The rate to confirm next: the highest that passed every time it ran, unless it already
-/// passed twice (then `None`: the knee is confirmed). `None` too when nothing passed.
+/// The rate to run again next: the highest that passed at least as often as it failed, unless
+/// it passed twice and more often than it failed (then `None`: the knee is confirmed). `None`
+/// too when no rate qualifies.
 fn confirmed_or_next(history: &[(f64, bool)]) -> Option<f64> {
-    let (asked, passed): (Vec<f64>, Vec<bool>) = history.iter().copied().unzip();
-    let best = asked[knee_of(&asked, &passed)?];
-    (asked.iter().filter(|r| **r == best).count() < 2).then_some(best)
+    let steps = || history.iter().copied();
+    let (rate, runs) = steps()
+        .filter(|(_, p)| *p)
+        .map(|(r, _)| (r, tally(steps(), r)))
+        .filter(|(_, t)| t.passed >= t.failed)
+        .max_by(|(a, _), (b, _)| a.total_cmp(b))?;
+    (!(runs.majority() && runs.passed >= 2)).then_some(rate)
+}
+
+/// How the runs of one rate went.
+struct Tally {
+    passed: usize,
+    failed: usize,
+}
+
+impl Tally {
+    fn majority(&self) -> bool {
+        self.passed > self.failed
+    }
+}
+
+fn tally(steps: impl Iterator<Item = (f64, bool)>, rate: f64) -> Tally {
+    let (mut passed, mut failed) = (0, 0);
+    for (_, p) in steps.filter(|(r, _)| *r == rate) {
+        if p {
+            passed += 1;
+        } else {
+            failed += 1;
+        }
+    }
+    Tally { passed, failed }
 }
 
 #[cfg(test)]
@@ -310,9 +341,10 @@ mod tests {
     }
 
     /// One lucky pass above the target's capacity is the knee without confirmation; run
-    /// again, it fails, and the next highest rate (confirmed in turn) is the knee.
+    /// again, it fails, a third run breaks the tie against it, and the next highest rate
+    /// (confirmed in turn) is the knee.
     #[test]
-    fn a_lucky_step_fails_its_confirmation_and_the_one_below_is_the_knee() {
+    fn a_lucky_step_loses_its_confirmation_and_the_one_below_is_the_knee() {
         let mut s = Search {
             start: 1_000.0,
             max: 1e9,
@@ -324,27 +356,53 @@ mod tests {
         // luck), 3,150 fails.
         let h = run_noisy(&s, 2_800.0, 2_925.0);
         assert_eq!(knee(&h), Some(2_925.0), "{h:?}");
-        s.confirm = 2;
+        s.confirm = 3;
         let h = run_noisy(&s, 2_800.0, 2_925.0);
-        let tail: Vec<(f64, bool)> = h[h.len() - 2..].to_vec();
-        assert_eq!(tail, [(2_925.0, false), (2_700.0, true)], "{h:?}");
+        let tail = &h[h.len() - 3..];
+        assert_eq!(
+            tail,
+            [(2_925.0, false), (2_925.0, false), (2_700.0, true)],
+            "{h:?}"
+        );
         assert_eq!(knee(&h), Some(2_700.0));
-        // The confirmation after a failed step waits for the target to recover.
-        let before_second = &h[..h.len() - 1];
+        // Each confirmation after a failed step waits for the target to recover.
+        for (cut, rate) in [(4, 2_925.0), (3, 2_925.0), (2, 2_700.0)] {
+            assert_eq!(
+                s.next(&h[..h.len() - cut + 1]),
+                Next::Step { rate, settle: true },
+                "{cut}"
+            );
+        }
+    }
+
+    /// One unlucky run of the knee is outvoted: a tie runs it a third time.
+    #[test]
+    fn an_unlucky_confirmation_is_outvoted() {
+        let s = Search {
+            start: 1.0,
+            max: 100.0,
+            refine: 1,
+            growth: 2.0,
+            confirm: 3,
+        };
+        let h = [
+            (1.0, true),
+            (2.0, true),
+            (4.0, false),
+            (3.0, true),
+            (3.0, false),
+        ];
         assert_eq!(
-            s.next(&h[..h.len() - 2]),
+            s.next(&h),
             Next::Step {
-                rate: 2_925.0,
+                rate: 3.0,
                 settle: true
             }
         );
-        assert_eq!(
-            s.next(before_second),
-            Next::Step {
-                rate: 2_700.0,
-                settle: true
-            }
-        );
+        assert_eq!(knee(&h), Some(2.0));
+        let h = [h.as_slice(), &[(3.0, true)]].concat();
+        assert_eq!(s.next(&h), Next::Done);
+        assert_eq!(knee(&h), Some(3.0));
     }
 
     /// A knee that holds is run once more and the search ends; a steady target's knee is
@@ -360,17 +418,17 @@ mod tests {
         };
         for k in [13_000.0, 150_000.0, 2_000_000.0] {
             let plain = run(&s(0), k);
-            let confirmed = run(&s(2), k);
+            let confirmed = run(&s(3), k);
             assert_eq!(confirmed.len(), plain.len() + 1, "{confirmed:?}");
             assert_eq!(knee(&confirmed), knee(&plain));
             assert_eq!(confirmed.last().map(|(r, _)| Some(*r)), Some(knee(&plain)));
         }
     }
 
-    /// Confirmations never run past `confirm`, however often they fail, and a rate that
-    /// failed once is never the knee.
+    /// Confirmations never run past `confirm`, however they go, and a rate that failed as
+    /// often as it passed is not the knee.
     #[test]
-    fn confirmations_are_bounded_and_a_failed_rate_is_never_the_knee() {
+    fn confirmations_are_bounded_and_a_tie_is_not_the_knee() {
         let s = Search {
             start: 1.0,
             max: 100.0,
@@ -386,9 +444,13 @@ mod tests {
                 settle: false
             }
         );
-        let h = [h.as_slice(), &[(3.0, false), (2.0, false)]].concat();
+        let h = [h.as_slice(), &[(3.0, false), (3.0, true)]].concat();
         assert_eq!(s.next(&h), Next::Done);
-        assert_eq!(knee(&h), Some(1.0));
+        assert_eq!(knee(&h), Some(3.0));
+        let h = [&h[..5], &[(3.0, false)]].concat();
+        assert_eq!(s.next(&h), Next::Done);
+        assert_eq!(knee(&h), Some(2.0));
         assert_eq!(knee_of(&[5.0, 5.0], &[false, true]), None);
+        assert_eq!(knee_of(&[5.0, 5.0, 5.0], &[false, true, true]), Some(2));
     }
 }

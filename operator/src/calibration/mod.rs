@@ -76,7 +76,7 @@ pub async fn stage(
         });
     }
     let timeout = sluice_core::config::parse_duration(&v.spec.autoscaling.calibration.timeout)
-        .unwrap_or(Duration::from_secs(300));
+        .unwrap_or(Duration::from_secs(480));
     let want = want::want(&fresh, timeout);
     let prev = prev.as_ref();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &v.namespace);

@@ -330,6 +330,8 @@ fn default_scale_down_window() -> String {
 fn default_scale_down_cooldown() -> String {
     "2m".into()
 }
+/// A pod of two full CPUs searches for up to 23 steps of 10 s with up to four pauses of 15 s
+/// (about five minutes), and needs its start-up on top.
 fn default_calibration_timeout() -> String {
-    "5m".into()
+    "8m".into()
 }
