@@ -155,7 +155,6 @@ pub async fn run(cfg: &LoadConfig, mut on_step: impl FnMut(&StepResult)) -> Resu
         ));
     }
     let source = Source::build(cfg)?;
-    let points = cfg.payload.points;
     let shared = Arc::new(Shared {
         source,
         authority: cfg.target.authority.clone(),
@@ -175,7 +174,7 @@ pub async fn run(cfg: &LoadConfig, mut on_step: impl FnMut(&StepResult)) -> Resu
             }
         })
     };
-    let outcome = match &cfg.plan {
+    let steps = match &cfg.plan {
         Plan::Open {
             rates_rps,
             step,
@@ -205,21 +204,26 @@ pub async fn run(cfg: &LoadConfig, mut on_step: impl FnMut(&StepResult)) -> Resu
     };
     ticker.abort();
     progress.clear();
+    Ok(report(cfg, steps?))
+}
+
+/// The report of a run's steps: the knee (open models) and what the run was.
+fn report(cfg: &LoadConfig, steps: Steps) -> Report {
     let Steps {
         results: steps,
         asked,
         stopped_early,
-    } = outcome?;
+    } = steps;
     let figures: Vec<StepFigures> = steps.iter().map(StepResult::figures).collect();
     let open = !matches!(cfg.plan, Plan::Closed { .. });
     let eval = open.then(|| evaluate(&figures, &cfg.criteria));
-    // The highest rate that passed every run of it (a search runs its knee again).
+    // The highest rate that passed more often than it failed (a search runs its knee again).
     let passed: Vec<bool> = steps.iter().map(|s| s.pass == Some(true)).collect();
     let knee = open
         .then(|| knee_of(&asked, &passed))
         .flatten()
         .and_then(|i| steps.get(i));
-    Ok(Report {
+    Report {
         mode: match cfg.plan {
             Plan::Open { ramp: true, .. } => "ramp",
             Plan::Open { ramp: false, .. } => "open",
@@ -231,7 +235,7 @@ pub async fn run(cfg: &LoadConfig, mut on_step: impl FnMut(&StepResult)) -> Resu
         knee_p95_ms: knee.and_then(|s| s.p95_ms),
         p95_limit_ms: eval.as_ref().map(|e| e.p95_limit_ms),
         stopped_early,
-        points_per_request: points,
+        points_per_request: cfg.payload.points,
         series: cfg.payload.series,
         fields: cfg.payload.fields,
         format: match cfg.payload.format {
@@ -243,7 +247,7 @@ pub async fn run(cfg: &LoadConfig, mut on_step: impl FnMut(&StepResult)) -> Resu
         connections: cfg.connections,
         target: cfg.target.authority.clone(),
         steps,
-    })
+    }
 }
 
 /// Fills `pass`/`verdict` of the newest step from the rules applied to all steps so far.
@@ -395,34 +399,9 @@ async fn run_open(
     on_step: &mut impl FnMut(&StepResult),
 ) -> Result<Steps> {
     let idle = Arc::new(IdlePool::new(0..cfg.connections, cfg.spread));
-    let mut senders = Vec::with_capacity(cfg.connections);
-    let mut tasks = Vec::with_capacity(cfg.connections);
-    let streams = open_connections(shared, cfg.connections, cfg.timeout).await?;
-    for (id, stream) in streams.into_iter().enumerate() {
-        let (tx, mut rx) = mpsc::channel::<Job>(1);
-        senders.push(tx);
-        let (shared, idle) = (shared.clone(), idle.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut conn = Conn::new(stream);
-            while let Some(job) = rx.recv().await {
-                let outcome = conn.exchange(&shared, job.seq).await;
-                job.stats.complete(job.due, &outcome);
-                drop(job);
-                idle.release(id);
-            }
-        }));
-    }
+    let workers = Workers::start(cfg, shared, &idle).await?;
     let seq = AtomicU64::new(0);
-    let hand_over = |id: usize, job: Job| {
-        if let Some(Err(e)) = senders.get(id).map(|tx| tx.try_send(job)) {
-            // Cannot happen (an idle connection's queue is empty), but never lose the count.
-            let job = e.into_inner();
-            job.stats.complete(
-                job.due,
-                &Outcome::Failed("client", "connection busy".into()),
-            );
-        }
-    };
+    let hand_over = |id: usize, job: Job| workers.hand_over(id, job);
     let drain_slack = cfg.timeout + Duration::from_secs(1);
     if !cfg.warmup.is_zero() {
         if let Some(rate) = schedule.first() {
@@ -474,15 +453,62 @@ async fn run_open(
             on_step(last);
         }
     };
-    drop(senders);
-    for t in tasks {
-        t.abort();
-    }
+    workers.stop();
     Ok(Steps {
         results,
         asked,
         stopped_early,
     })
+}
+
+/// One task per connection of an open model, each sending the requests handed to it.
+struct Workers {
+    senders: Vec<mpsc::Sender<Job>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Workers {
+    /// Opens the connections and starts their tasks; a task frees its connection in `idle`
+    /// when its request is answered.
+    async fn start(cfg: &LoadConfig, shared: &Arc<Shared>, idle: &Arc<IdlePool>) -> Result<Self> {
+        let mut senders = Vec::with_capacity(cfg.connections);
+        let mut tasks = Vec::with_capacity(cfg.connections);
+        let streams = open_connections(shared, cfg.connections, cfg.timeout).await?;
+        for (id, stream) in streams.into_iter().enumerate() {
+            let (tx, mut rx) = mpsc::channel::<Job>(1);
+            senders.push(tx);
+            let (shared, idle) = (shared.clone(), idle.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut conn = Conn::new(stream);
+                while let Some(job) = rx.recv().await {
+                    let outcome = conn.exchange(&shared, job.seq).await;
+                    job.stats.complete(job.due, &outcome);
+                    drop(job);
+                    idle.release(id);
+                }
+            }));
+        }
+        Ok(Self { senders, tasks })
+    }
+
+    /// Gives `job` to idle connection `id`.
+    fn hand_over(&self, id: usize, job: Job) {
+        if let Some(Err(e)) = self.senders.get(id).map(|tx| tx.try_send(job)) {
+            // Cannot happen (an idle connection's queue is empty), but never lose the count.
+            let job = e.into_inner();
+            job.stats.complete(
+                job.due,
+                &Outcome::Failed("client", "connection busy".into()),
+            );
+        }
+    }
+
+    fn stop(self) {
+        drop(self.senders);
+        for t in self.tasks {
+            t.abort();
+        }
+    }
 }
 
 async fn run_closed(
