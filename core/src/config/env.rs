@@ -132,23 +132,9 @@ where
             "SLUICE_QUERY_MAX_ROWS_TO_READ" => cfg.query.max_rows_to_read = num(k, v)?,
             "SLUICE_QUERY_MAX_RESULT_BYTES" => cfg.query.max_result_bytes = v.parse()?,
             "SLUICE_QUERY_QUEUE_TIMEOUT" => cfg.query.queue_timeout = parse_duration(v)?,
-            "SLUICE_AUTH_TOKENS" => {
-                cfg.auth.tokens = v
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .map(String::from)
-                    .collect()
-            }
+            "SLUICE_AUTH_TOKENS" => cfg.auth.tokens = items(v, ',').map(String::from).collect(),
             "SLUICE_AUTH_TOKENS_FILE" => cfg.auth.tokens_file = Some(v.into()),
-            "SLUICE_CLUSTER_PEERS" => {
-                cfg.cluster.peers = v
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|p| !p.is_empty())
-                    .map(String::from)
-                    .collect()
-            }
+            "SLUICE_CLUSTER_PEERS" => cfg.cluster.peers = items(v, ',').map(String::from).collect(),
             "SLUICE_CLUSTER_PEERS_FILE" => cfg.cluster.peers_file = Some(v.into()),
             "SLUICE_CLUSTER_TOKEN" => cfg.cluster.token = Some(v.into()),
             "SLUICE_CLUSTER_TOKEN_FILE" => cfg.cluster.token_file = Some(v.into()),
@@ -167,6 +153,11 @@ where
 /// `SLUICE_*` variables that belong to the tooling (scripts, logging, tests), not the config.
 const NON_CONFIG_ENV: &[&str] = &["SLUICE_LOG", "SLUICE_CACHE", "SLUICE_TEST", "SLUICE_BENCH"];
 
+/// The non-empty items of a list separated by `sep`, trimmed.
+fn items(v: &str, sep: char) -> impl Iterator<Item = &str> {
+    v.split(sep).map(str::trim).filter(|i| !i.is_empty())
+}
+
 /// `telegraf:autogen=30d*,raw=7d;metrics` — databases separated by `;`, policies by `,`,
 /// `*` marks the default; a database without policies gets `autogen`.
 fn parse_databases_env(v: &str) -> Result<Vec<DatabaseConfig>, ConfigError> {
@@ -175,10 +166,10 @@ fn parse_databases_env(v: &str) -> Result<Vec<DatabaseConfig>, ConfigError> {
         message: m,
     };
     let mut out = Vec::new();
-    for part in v.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+    for part in items(v, ';') {
         let (name, rps) = part.split_once(':').unwrap_or((part, ""));
         let mut retention_policies = Vec::new();
-        for rp in rps.split(',').map(str::trim).filter(|r| !r.is_empty()) {
+        for rp in items(rps, ',') {
             let (rp, default) = match rp.strip_suffix('*') {
                 Some(r) => (r, true),
                 None => (rp, false),
