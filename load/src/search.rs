@@ -131,7 +131,9 @@ impl Search {
         let down = (FLOOR_DIVISOR.ln() / g).ceil() as usize;
         // Growing up to `max`, or shrinking down to the floor; then the refining steps and
         // the confirmations.
-        up.max(down) + 1 + self.refine + self.confirm
+        (up.max(down) + 1)
+            .saturating_add(self.refine)
+            .saturating_add(self.confirm)
     }
 }
 
