@@ -42,7 +42,9 @@ pub struct Bucketing {
     pub zone: Option<String>,
 }
 
-/// The condition on rows around a [`Bucketing::fill_sql`] that keeps the groups that exist.
+/// The condition on rows around a [`Bucketing::fill_sql`] that keeps the groups that exist
+/// (a plan's answer read as it is drops the others where it is read instead,
+/// [`super::shape::parse_rows`]).
 pub fn real_groups() -> String {
     format!("{TAGS} != ''")
 }

@@ -159,6 +159,7 @@ fn around(
         tag_keys: &inner_plan.grouping_keys,
         series: Some(&series),
         series_ids: None,
+        series_tags: None,
     };
     let Some(plan) =
         plan::plan(outer, &src, ctx.now_ns, plan::Mode::Whole).map_err(|e| e.to_string())?

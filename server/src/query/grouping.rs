@@ -74,9 +74,15 @@ impl Grouping {
 
 /// The tags `keys` (sorted) of a series table's `tags` column as a JSON object in text.
 pub(super) fn tags_json(keys: &[String], tags: &str) -> String {
+    json_of(keys, |k| format!("{tags}[{}]", quote_str(k)))
+}
+
+/// The tags `keys` (sorted) as a JSON object in text, each value the SQL `value` gives for
+/// its key.
+pub(super) fn json_of(keys: &[String], value: impl Fn(&str) -> String) -> String {
     let pairs: Vec<String> = keys
         .iter()
-        .map(|k| format!("{}, {tags}[{}]", quote_str(k), quote_str(k)))
+        .map(|k| format!("{}, {}", quote_str(k), value(k)))
         .collect();
     format!("toJSONString(map({}))", pairs.join(", "))
 }

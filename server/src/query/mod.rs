@@ -21,6 +21,7 @@ mod go_pow;
 mod grouping;
 mod groups;
 mod holt_winters;
+mod inline_tags;
 mod integral;
 pub mod key_regex;
 pub mod math;

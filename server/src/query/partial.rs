@@ -138,6 +138,7 @@ pub fn select_sql(
         tag_keys,
         series: None,
         series_ids: None,
+        series_tags: None,
     };
     super::series_ids::plan_reading(app, sel, &src, now, mode).map_err(|e| e.to_string())
 }

@@ -58,6 +58,10 @@ pub struct Source<'a> {
     /// the caller has them ([`super::series_ids`]): the plan then names them instead of
     /// looking them up.
     pub series_ids: Option<&'a [u64]>,
+    /// Each of [`Self::series_ids`]' tags, in their order, when the caller has them (a few
+    /// series, [`super::series_ids::MAX_TAGGED`]): a plan grouped by tags then names them
+    /// instead of joining the series table ([`super::inline_tags`]).
+    pub series_tags: Option<&'a [super::series_ids::Tags]>,
 }
 
 /// The series table's condition for the series `stmt`'s tag conditions select in `src`;
@@ -403,6 +407,7 @@ pub(super) fn with_test_source<R>(f: impl FnOnce(&Source) -> R) -> R {
         tag_keys: &tags,
         series: None,
         series_ids: None,
+        series_tags: None,
     })
 }
 

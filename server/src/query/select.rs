@@ -219,6 +219,7 @@ pub(super) fn plan_here(
         tag_keys: one.tag_keys,
         series: None,
         series_ids: None,
+        series_tags: None,
     };
     super::series_ids::plan_reading(ctx.app, sel, &src, ctx.now_ns, plan::Mode::Whole)
         .map_err(|e| e.to_string())
@@ -260,6 +261,7 @@ pub(super) fn final_source<'a>(one: &One<'a>) -> plan::Source<'a> {
         tag_keys: one.tag_keys,
         series: None,
         series_ids: None,
+        series_tags: None,
     }
 }
 

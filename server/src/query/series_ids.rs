@@ -10,6 +10,10 @@
 //!
 //! The engine still computes the set, through the series table; this only remembers its
 //! answer for as long as the series table is unchanged ([`super::remember`]).
+//!
+//! A small set is remembered with each series' tags ([`Selected::tags`]): a read grouped by
+//! tags then names them in its plan instead of joining its partials to the series table
+//! (`super::inline_tags`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,12 +32,36 @@ use crate::engine::{Engine, Readers};
 /// which keeps the plan's SQL small (a thousand ids are about 20 KB of it).
 pub const MAX_IDS: usize = 1000;
 
+/// Most series whose tags a remembered set holds: a plan names every one of them, and a
+/// dashboard's chosen hosts are a few. Past it the plan joins the series table.
+pub const MAX_TAGGED: usize = 100;
+
 /// Most memory the remembered sets hold (4 MiB), their conditions' text included (see
 /// [`Remembered::put`]; a condition of megabytes, which a request may send, is not kept).
 const MAX_HELD_BYTES: usize = 4 << 20;
 
 /// What each condition selected; `None`: more than [`MAX_IDS`].
-pub struct SeriesIds(Remembered<Option<Arc<[u64]>>>);
+pub struct SeriesIds(Remembered<Option<Selected>>);
+
+/// A series' tags as the series table holds them, in its order.
+pub type Tags = Vec<(String, String)>;
+
+/// The series a condition selected: their ids, sorted, and with at most [`MAX_TAGGED`] of
+/// them each one's tags (in the ids' order), unless some series holds a tag key twice (which
+/// the engine's map reads by its own rule).
+#[derive(Clone)]
+pub struct Selected {
+    pub ids: Arc<[u64]>,
+    pub tags: Option<Arc<[Tags]>>,
+}
+
+impl Selected {
+    /// The memory it holds beyond its header.
+    fn bytes(&self) -> usize {
+        let tags = self.tags.iter().flat_map(|t| t.iter()).flatten();
+        8 * self.ids.len() + tags.map(|(k, v)| 48 + k.len() + v.len()).sum::<usize>()
+    }
+}
 
 impl Default for SeriesIds {
     fn default() -> Self {
@@ -48,33 +76,48 @@ impl SeriesIds {
     /// reads them itself, and reports what is wrong).
     pub fn resolve(&self, engine: &Engine, conds: &str, wait: Duration) -> Resolved {
         let writes = engine.series_writes();
-        if let Some(ids) = self.0.get(conds, &writes) {
-            return Resolved::Remembered(ids);
+        if let Some(selected) = self.0.get(conds, &writes) {
+            return Resolved::Remembered(selected);
         }
-        let Some(ids) = lookup(engine, conds, wait) else {
+        let Some(series) = lookup(engine, conds, wait) else {
             return Resolved::Unanswered;
         };
-        let ids: Option<Arc<[u64]>> = (ids.len() <= MAX_IDS).then(|| ids.into());
-        let bytes = 8 * ids.as_ref().map_or(0, |ids| ids.len());
-        self.0.put(conds, writes, ids.clone(), bytes);
-        Resolved::LookedUp(ids)
+        let selected = (series.len() <= MAX_IDS).then(|| as_selected(series));
+        let bytes = selected.as_ref().map_or(0, Selected::bytes);
+        self.0.put(conds, writes, selected.clone(), bytes);
+        Resolved::LookedUp(selected)
     }
 }
 
-/// Where a condition's series came from; the ids are `None` past [`MAX_IDS`].
+/// The looked-up series as a set: ids sorted, tags kept for a small set whose series each
+/// hold every tag key once.
+fn as_selected(mut series: Vec<(u64, Tags)>) -> Selected {
+    series.sort_unstable_by_key(|(id, _)| *id);
+    let once = |t: &Tags| {
+        let mut keys: Vec<&str> = t.iter().map(|(k, _)| k.as_str()).collect();
+        keys.sort_unstable();
+        keys.windows(2).all(|w| w[0] != w[1])
+    };
+    let keep = series.len() <= MAX_TAGGED && series.iter().all(|(_, t)| once(t));
+    let ids = series.iter().map(|(id, _)| *id).collect();
+    let tags = keep.then(|| series.into_iter().map(|(_, t)| t).collect());
+    Selected { ids, tags }
+}
+
+/// Where a condition's series came from; `None` past [`MAX_IDS`].
 pub enum Resolved {
-    Remembered(Option<Arc<[u64]>>),
-    LookedUp(Option<Arc<[u64]>>),
+    Remembered(Option<Selected>),
+    LookedUp(Option<Selected>),
     /// The engine did not answer the lookup.
     Unanswered,
 }
 
 impl Resolved {
-    /// The ids, and the metric label of how they came.
-    fn split(self) -> (Option<Arc<[u64]>>, &'static str) {
+    /// The series, and the metric label of how they came.
+    fn split(self) -> (Option<Selected>, &'static str) {
         match self {
-            Resolved::Remembered(Some(ids)) => (Some(ids), "remembered"),
-            Resolved::LookedUp(Some(ids)) => (Some(ids), "looked_up"),
+            Resolved::Remembered(Some(s)) => (Some(s), "remembered"),
+            Resolved::LookedUp(Some(s)) => (Some(s), "looked_up"),
             _ => (None, "in_plan"),
         }
     }
@@ -90,26 +133,28 @@ pub fn plan_reading(
     now_ns: i64,
     mode: Mode,
 ) -> Result<Option<Plan>, PlanError> {
-    let ids = match (mode.reads_rows(), plan::series_lookup(stmt, src, now_ns)?) {
+    let selected = match (mode.reads_rows(), plan::series_lookup(stmt, src, now_ns)?) {
         (true, Some(conds)) => {
-            let (ids, how) = app
+            let (selected, how) = app
                 .series_ids
                 .resolve(&app.engine, &conds, app.cfg.query.queue_timeout)
                 .split();
             app.metrics.series_lookups.with_label_values(&[how]).inc();
-            ids
+            selected
         }
         _ => None,
     };
     let src = Source {
-        series_ids: ids.as_deref(),
+        series_ids: selected.as_ref().map(|s| &s.ids[..]),
+        series_tags: selected.as_ref().and_then(|s| s.tags.as_deref()),
         ..*src
     };
     plan::plan(stmt, &src, now_ns, mode)
 }
 
-/// At most [`MAX_IDS`] + 1 ids matching `conds`, sorted; `None` on an engine error.
-fn lookup(engine: &Engine, conds: &str, wait: Duration) -> Option<Vec<u64>> {
+/// At most [`MAX_IDS`] + 1 series matching `conds` with their tags; `None` on an engine
+/// error or an answer that is not the lookup's.
+fn lookup(engine: &Engine, conds: &str, wait: Duration) -> Option<Vec<(u64, Tags)>> {
     let sql = lookup_sql(conds);
     let mut out = Vec::new();
     let ran = engine.stream_on(Readers::Local, &sql, true, wait, &mut |chunk| {
@@ -120,22 +165,46 @@ fn lookup(engine: &Engine, conds: &str, wait: Duration) -> Option<Vec<u64>> {
         tracing::debug!(error = %e, "series lookup failed; the plan reads the series itself");
         return None;
     }
-    let mut ids: Vec<u64> = String::from_utf8_lossy(&out)
-        .lines()
-        .map(|l| l.trim().parse().ok())
-        .collect::<Option<_>>()?;
-    ids.sort_unstable();
-    Some(ids)
+    match parse_lookup(&out) {
+        Ok(series) => Some(series),
+        Err(e) => {
+            tracing::warn!(error = %e, "series lookup answer unreadable; the plan reads the series itself");
+            None
+        }
+    }
 }
 
 /// The lookup: without `FINAL`, as inside a plan (a series' rows differ only in when it was
-/// first seen, see `reads`).
+/// first seen, see `reads`), one row per series with its tags as two arrays (a map's keys
+/// may repeat, which a JSON object would hide).
 fn lookup_sql(conds: &str) -> String {
     format!(
-        "SELECT DISTINCT series_id FROM {} WHERE {conds} LIMIT {} FORMAT TSV",
+        "SELECT toString(series_id), mapKeys(tags), mapValues(tags) FROM {} WHERE {conds} LIMIT 1 BY series_id LIMIT {} FORMAT JSONCompactEachRow",
         quote_ident(SERIES_TABLE),
         MAX_IDS + 1
     )
+}
+
+/// The lookup's rows: `["id", [keys], [values]]`.
+fn parse_lookup(out: &[u8]) -> Result<Vec<(u64, Tags)>, String> {
+    let text = std::str::from_utf8(out).map_err(|e| e.to_string())?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, line)| {
+            let (id, keys, values): (String, Vec<String>, Vec<String>) =
+                serde_json::from_str(line).map_err(|e| format!("row {i}: {e}"))?;
+            let id = id.parse().map_err(|e| format!("row {i}: id {id:?}: {e}"))?;
+            if keys.len() != values.len() {
+                return Err(format!(
+                    "row {i}: {} keys, {} values",
+                    keys.len(),
+                    values.len()
+                ));
+            }
+            Ok((id, keys.into_iter().zip(values).collect()))
+        })
+        .collect()
 }
 
 /// `ids` as what an `IN` reads: the list, or for no ids a query of no rows (the engine
@@ -159,8 +228,59 @@ mod tests {
         let sql = lookup_sql("db = 'd' AND measurement = 'm' AND (tags['host'] = 'a')");
         assert_eq!(
             sql,
-            format!("SELECT DISTINCT series_id FROM `sluice_series` WHERE db = 'd' AND measurement = 'm' AND (tags['host'] = 'a') LIMIT {} FORMAT TSV", MAX_IDS + 1)
+            format!("SELECT toString(series_id), mapKeys(tags), mapValues(tags) FROM `sluice_series` WHERE db = 'd' AND measurement = 'm' AND (tags['host'] = 'a') LIMIT 1 BY series_id LIMIT {} FORMAT JSONCompactEachRow", MAX_IDS + 1)
         );
+    }
+
+    fn tags(pairs: &[(&str, &str)]) -> Tags {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_lookups_rows_are_ids_with_their_tags_and_garbage_is_an_error() {
+        let out = br#"["18232492008166998395",["host","region"],["h\"1","r3"]]
+["7",[],[]]
+"#;
+        assert_eq!(
+            parse_lookup(out).unwrap(),
+            vec![
+                (
+                    18232492008166998395,
+                    tags(&[("host", "h\"1"), ("region", "r3")])
+                ),
+                (7, vec![])
+            ]
+        );
+        assert!(parse_lookup(b"").unwrap().is_empty());
+        for bad in [
+            &b"[\"x\",[],[]]"[..],
+            b"[\"1\",[\"a\"],[]]",
+            b"[1,[],[]]",
+            b"nope",
+        ] {
+            assert!(
+                parse_lookup(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn a_small_set_keeps_its_tags_in_the_ids_order_and_a_repeated_key_drops_them() {
+        let s = as_selected(vec![(9, tags(&[("h", "b")])), (2, tags(&[("h", "a")]))]);
+        assert_eq!(&s.ids[..], &[2, 9]);
+        let kept = s.tags.unwrap();
+        assert_eq!(kept[0], tags(&[("h", "a")]));
+        assert_eq!(kept[1], tags(&[("h", "b")]));
+        let twice = as_selected(vec![(1, tags(&[("h", "a"), ("h", "b")]))]);
+        assert!(twice.tags.is_none());
+        let many = as_selected((0..=MAX_TAGGED as u64).map(|i| (i, vec![])).collect());
+        assert_eq!(many.ids.len(), MAX_TAGGED + 1);
+        assert!(many.tags.is_none());
     }
 
     #[test]

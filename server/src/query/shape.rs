@@ -18,16 +18,24 @@ pub struct Rows {
 }
 
 /// Parses the engine's output; an error names the line that is not what was asked for.
+///
+/// A plan's row whose tags are empty is no row: a plan's tags are a JSON object, and only
+/// `WITH FILL` over no rows at all makes such rows (the column's default), which InfluxDB
+/// answers as no series.
 pub fn parse_rows(out: &[u8]) -> Result<Rows, String> {
-    let Some((types, lines)) = lines_of(out)? else {
+    let Some((names, types, lines)) = lines_of(out)? else {
         return Ok(Rows { rows: vec![] });
     };
     let types: Vec<String> =
         serde_json::from_str(types).map_err(|e| format!("engine output, types line: {e}"))?;
+    let planned = names.starts_with("[\"__sl_tags\"");
     let mut rows = Vec::new();
     for (i, line) in lines.enumerate() {
         let mut row: Vec<Value> =
             serde_json::from_str(line).map_err(|e| format!("engine output, row {i}: {e}"))?;
+        if planned && row.first().is_some_and(|t| t.as_str() == Some("")) {
+            continue;
+        }
         for (v, t) in row.iter_mut().zip(&types) {
             unquote_integer(v, t);
         }
@@ -36,8 +44,9 @@ pub fn parse_rows(out: &[u8]) -> Result<Rows, String> {
     Ok(Rows { rows })
 }
 
-/// The engine's output as its types line and its rows' lines (`None` when it is empty).
-fn lines_of(out: &[u8]) -> Result<Option<(&str, impl Iterator<Item = &str>)>, String> {
+/// The engine's output as its names line, its types line and its rows' lines (`None` when it
+/// is empty).
+fn lines_of(out: &[u8]) -> Result<Option<(&str, &str, impl Iterator<Item = &str>)>, String> {
     let text = std::str::from_utf8(out).map_err(|e| format!("engine output is not UTF-8: {e}"))?;
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let (Some(names), Some(types)) = (lines.next(), lines.next()) else {
@@ -46,6 +55,7 @@ fn lines_of(out: &[u8]) -> Result<Option<(&str, impl Iterator<Item = &str>)>, St
     // The engine starts each block of a streamed answer with the names and types again when
     // the query fills gaps (`WITH FILL`): those lines are not rows.
     Ok(Some((
+        names,
         types,
         lines.filter(move |l| *l != names && *l != types),
     )))
@@ -73,7 +83,7 @@ pub fn key_value_series(
 ) -> Result<Vec<Vec<u8>>, String> {
     let json = |e: serde_json::Error| format!("writing the answer: {e}");
     let mut series = Vec::new();
-    let Some((_, lines)) = lines_of(out)? else {
+    let Some((_, _, lines)) = lines_of(out)? else {
         return Ok(series);
     };
     let (skip, take) = (offset.unwrap_or(0), limit.unwrap_or(u64::MAX));
@@ -382,6 +392,24 @@ mod tests {
         assert!(key_value_series(b"", None, None).unwrap().is_empty());
         let err = key_value_series(b"[\"a\"]\n[\"String\"]\n[\"cpu\",1]\n", None, None);
         assert!(err.unwrap_err().contains("row 0"));
+    }
+
+    /// `WITH FILL` over no rows fills the range with empty tags: no series.
+    #[test]
+    fn a_fills_rows_of_no_group_are_no_rows() {
+        let out = br#"["__sl_tags","__sl_t","__sl_c0"]
+["String","Int64","Nullable(Float64)"]
+["","1000000",null]
+["{\"host\":\"a\"}","1000000",1.5]
+["","2000000",null]
+"#;
+        let rows = parse_rows(out).unwrap().rows;
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0][0], Value::from("{\"host\":\"a\"}"));
+        assert_eq!(rows[0][1], Value::from(1_000_000));
+        // Other answers' empty strings are values.
+        let other = parse_rows(b"[\"key\",\"n\"]\n[\"String\",\"Int64\"]\n[\"\",\"1\"]\n").unwrap();
+        assert_eq!(other.rows, vec![vec![Value::from(""), Value::from(1)]]);
     }
 
     #[test]

@@ -167,6 +167,12 @@ pub fn queries() -> Vec<String> {
         format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"host\" = 'h1' AND {wide} GROUP BY time(1m) fill(linear)"),
         format!("SELECT max(\"value\"), min(\"value\") FROM \"cpu\" WHERE (\"host\" = 'h1' OR \"host\" = 'h2') AND {range} GROUP BY time(2m)"),
         format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"host\" =~ /^h[12]$/ AND {range} GROUP BY time(5m), \"dc\""),
+        // Grouped over a few known series (their tags named in the plan), and a fill over
+        // no series at all (no answer, not a series of empty tags), also inside a subquery.
+        format!("SELECT max(\"value\") FROM \"cpu\" WHERE (\"host\" = 'h1' OR \"host\" = 'h2') AND {range} GROUP BY time(1m), \"host\""),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"host\" = 'nobody' AND {range} GROUP BY time(1m)"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"host\" = 'nobody' AND {range} GROUP BY time(1m), \"host\""),
+        format!("SELECT count(\"mean\") FROM (SELECT mean(\"value\") FROM \"cpu\" WHERE \"host\" = 'nobody' AND {range} GROUP BY time(1m))"),
         format!("SELECT mean(\"value\") FROM \"cpu\" WHERE \"dc\" != 'a' AND {range} GROUP BY time(5m)"),
         format!("SELECT mean(\"value\") / 100 AS \"pct\" FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),
         format!("SELECT percentile(\"value\", 90) FROM \"cpu\" WHERE {range} GROUP BY time(5m)"),

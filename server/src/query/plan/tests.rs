@@ -380,3 +380,40 @@ fn limits_count_each_calls_rows_under_fill_none() {
         assert!(s.contains("LIMIT 1, 3 BY __sl_tags") && !s.contains("row_number()"), "{q}: {s}");
     }
 }
+
+/// Nothing around the rows would change one: the plan is its aggregate as it is, filled and
+/// in order; a fill's value, `ORDER BY time DESC` or a `LIMIT` keeps the query around it.
+#[test]
+fn a_plain_filled_aggregate_is_its_rows_as_they_are() {
+    let bare = |q: &str| {
+        let sql = plan_of(q).unwrap().unwrap().sql;
+        !sql.starts_with("SELECT * FROM (") && !sql.contains(&format!("WHERE {TAGS} != ''"))
+    };
+    let range = "time >= 0s AND time <= 600s";
+    let p = plan_of(&format!(
+        "SELECT mean(value) FROM cpu WHERE {range} GROUP BY time(1m)"
+    ))
+    .unwrap()
+    .unwrap();
+    assert!(
+        p.sql.ends_with("ORDER BY __sl_tags, __sl_t WITH FILL FROM toInt64(0) TO toInt64(600000000000) + 1 STEP 60000000000"),
+        "{}",
+        p.sql
+    );
+    assert!(bare(&format!(
+        "SELECT mean(value) FROM cpu WHERE {range} GROUP BY time(1m), host fill(none)"
+    )));
+    assert!(bare(&format!(
+        "SELECT max(value), min(value) FROM cpu WHERE {range} GROUP BY host"
+    )));
+    for kept in [
+        format!("SELECT count(value) FROM cpu WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT mean(value) FROM cpu WHERE {range} GROUP BY time(1m) fill(0)"),
+        format!("SELECT mean(value) * 2 FROM cpu WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT mean(value) FROM cpu WHERE {range} GROUP BY time(1m) ORDER BY time DESC"),
+        format!("SELECT mean(value) FROM cpu WHERE {range} GROUP BY time(1m) LIMIT 2"),
+        format!("SELECT derivative(mean(value)) FROM cpu WHERE {range} GROUP BY time(1m)"),
+    ] {
+        assert!(!bare(&kept), "{kept}");
+    }
+}
