@@ -293,3 +293,39 @@ fn a_new_series_row_is_in_before_its_points() {
         );
     }
 }
+
+/// Tag values of tens of kilobytes, grouped by over the few series a condition selects: the
+/// answer is every series, as for short values. A plan names a small set's tags only within a
+/// bound on their bytes, since the engine refuses a query's text past 256 KiB
+/// (`max_query_size`), and five such values already pass it.
+#[test]
+fn a_read_grouped_by_long_tag_values_answers_every_series() {
+    let s = Server::start(&[]);
+    s.request("POST", "/query?q=CREATE%20DATABASE%20g", &[], b"");
+    let long = "x".repeat(60_000);
+    let body: String = (0..5)
+        .map(|i| format!("cpu,big={long}{i} v={i} 1600000000\n"))
+        .collect();
+    assert_eq!(s.write("db=g&precision=s", &body).status, 204);
+    s.wait_sql("SELECT count() FROM g_autogen_cpu", "5");
+    s.wait_sql("SELECT count() FROM sluice_series", "5");
+    let q = "SELECT sum(\"v\") FROM \"cpu\" WHERE \"big\" =~ /^x/ GROUP BY \"big\"";
+    // Twice: looked up, then remembered.
+    for _ in 0..2 {
+        let v = answer(&s, q);
+        let series = v["results"][0]["series"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let got: Vec<(String, Value)> = series
+            .iter()
+            .map(|x| {
+                let tag = x["tags"]["big"].as_str().unwrap_or_default();
+                assert!(tag.starts_with(&long), "{}", &tag[..tag.len().min(80)]);
+                (tag[long.len()..].to_string(), x["values"][0][1].clone())
+            })
+            .collect();
+        let want: Vec<(String, Value)> = (0..5).map(|i| (i.to_string(), i.into())).collect();
+        assert_eq!(got, want);
+    }
+}

@@ -36,6 +36,12 @@ pub const MAX_IDS: usize = 1000;
 /// dashboard's chosen hosts are a few. Past it the plan joins the series table.
 pub const MAX_TAGGED: usize = 100;
 
+/// Most bytes of tag keys and values a set's named tags may hold together: a plan names each
+/// grouping key's values once, and the engine refuses a query's text past 256 KiB
+/// (`max_query_size`), which five series with 60 KB tag values pass. Past it the plan joins
+/// the series table.
+pub const MAX_TAGGED_BYTES: usize = 16 << 10;
+
 /// Most memory the remembered sets hold (4 MiB), their conditions' text included (see
 /// [`Remembered::put`]; a condition of megabytes, which a request may send, is not kept).
 const MAX_HELD_BYTES: usize = 4 << 20;
@@ -47,8 +53,8 @@ pub struct SeriesIds(Remembered<Option<Selected>>);
 pub type Tags = Vec<(String, String)>;
 
 /// The series a condition selected: their ids, sorted, and with at most [`MAX_TAGGED`] of
-/// them each one's tags (in the ids' order), unless some series holds a tag key twice (which
-/// the engine's map reads by its own rule).
+/// them (of at most [`MAX_TAGGED_BYTES`] of tags) each one's tags (in the ids' order), unless
+/// some series holds a tag key twice (which the engine's map reads by its own rule).
 #[derive(Clone)]
 pub struct Selected {
     pub ids: Arc<[u64]>,
@@ -79,29 +85,49 @@ impl SeriesIds {
         if let Some(selected) = self.0.get(conds, &writes) {
             return Resolved::Remembered(selected);
         }
-        let Some(series) = lookup(engine, conds, wait) else {
+        let Some(ids) = lookup_ids(engine, conds, wait) else {
             return Resolved::Unanswered;
         };
-        let selected = (series.len() <= MAX_IDS).then(|| as_selected(series));
+        let selected = (ids.len() <= MAX_IDS).then(|| {
+            // A small set's tags in a second read, so that a large set's lookup reads ids
+            // alone and no more than [`MAX_TAGGED`] series' tags are ever held.
+            let tags = match ids.len() <= MAX_TAGGED {
+                true => lookup_tags(engine, conds, wait),
+                false => None,
+            };
+            as_selected(ids, tags)
+        });
         let bytes = selected.as_ref().map_or(0, Selected::bytes);
         self.0.put(conds, writes, selected.clone(), bytes);
         Resolved::LookedUp(selected)
     }
 }
 
-/// The looked-up series as a set: ids sorted, tags kept for a small set whose series each
-/// hold every tag key once.
-fn as_selected(mut series: Vec<(u64, Tags)>) -> Selected {
-    series.sort_unstable_by_key(|(id, _)| *id);
+/// The looked-up `ids` (sorted) as a set, with the tags read for them kept when they are the
+/// same series (the series table may have changed between the two reads), short, and each
+/// series holds every tag key once.
+fn as_selected(ids: Vec<u64>, tags: Option<Vec<(u64, Tags)>>) -> Selected {
     let once = |t: &Tags| {
         let mut keys: Vec<&str> = t.iter().map(|(k, _)| k.as_str()).collect();
         keys.sort_unstable();
         keys.windows(2).all(|w| w[0] != w[1])
     };
-    let keep = series.len() <= MAX_TAGGED && series.iter().all(|(_, t)| once(t));
-    let ids = series.iter().map(|(id, _)| *id).collect();
-    let tags = keep.then(|| series.into_iter().map(|(_, t)| t).collect());
-    Selected { ids, tags }
+    let tags = tags.and_then(|mut series| {
+        series.sort_unstable_by_key(|(id, _)| *id);
+        let bytes: usize = series
+            .iter()
+            .flat_map(|(_, t)| t)
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
+        let keep = series.iter().map(|(id, _)| *id).eq(ids.iter().copied())
+            && bytes <= MAX_TAGGED_BYTES
+            && series.iter().all(|(_, t)| once(t));
+        keep.then(|| series.into_iter().map(|(_, t)| t).collect())
+    });
+    Selected {
+        ids: ids.into(),
+        tags,
+    }
 }
 
 /// Where a condition's series came from; `None` past [`MAX_IDS`].
@@ -152,41 +178,68 @@ pub fn plan_reading(
     plan::plan(stmt, &src, now_ns, mode)
 }
 
-/// At most [`MAX_IDS`] + 1 series matching `conds` with their tags; `None` on an engine
+/// At most [`MAX_IDS`] + 1 ids matching `conds`, sorted; `None` on an engine error.
+fn lookup_ids(engine: &Engine, conds: &str, wait: Duration) -> Option<Vec<u64>> {
+    let out = read(engine, &lookup_sql(conds), wait)?;
+    let mut ids: Vec<u64> = String::from_utf8_lossy(&out)
+        .lines()
+        .map(|l| l.trim().parse().ok())
+        .collect::<Option<_>>()?;
+    ids.sort_unstable();
+    Some(ids)
+}
+
+/// At most [`MAX_TAGGED`] + 1 series matching `conds` with their tags; `None` on an engine
 /// error or an answer that is not the lookup's.
-fn lookup(engine: &Engine, conds: &str, wait: Duration) -> Option<Vec<(u64, Tags)>> {
-    let sql = lookup_sql(conds);
+fn lookup_tags(engine: &Engine, conds: &str, wait: Duration) -> Option<Vec<(u64, Tags)>> {
+    let out = read(engine, &tags_sql(conds), wait)?;
+    match parse_tags(&out) {
+        Ok(series) => Some(series),
+        Err(e) => {
+            tracing::warn!(error = %e, "series tags unreadable; the plan joins the series table");
+            None
+        }
+    }
+}
+
+/// The engine's whole answer to `sql`; `None` on an error.
+fn read(engine: &Engine, sql: &str, wait: Duration) -> Option<Vec<u8>> {
     let mut out = Vec::new();
-    let ran = engine.stream_on(Readers::Local, &sql, true, wait, &mut |chunk| {
+    let ran = engine.stream_on(Readers::Local, sql, true, wait, &mut |chunk| {
         out.extend_from_slice(&chunk);
         true
     });
-    if let Err(e) = ran {
-        tracing::debug!(error = %e, "series lookup failed; the plan reads the series itself");
-        return None;
-    }
-    match parse_lookup(&out) {
-        Ok(series) => Some(series),
+    match ran {
+        Ok(_) => Some(out),
         Err(e) => {
-            tracing::warn!(error = %e, "series lookup answer unreadable; the plan reads the series itself");
+            tracing::debug!(error = %e, "series lookup failed; the plan reads the series itself");
             None
         }
     }
 }
 
 /// The lookup: without `FINAL`, as inside a plan (a series' rows differ only in when it was
-/// first seen, see `reads`), one row per series with its tags as two arrays (a map's keys
-/// may repeat, which a JSON object would hide).
+/// first seen, see `reads`).
 fn lookup_sql(conds: &str) -> String {
     format!(
-        "SELECT toString(series_id), mapKeys(tags), mapValues(tags) FROM {} WHERE {conds} LIMIT 1 BY series_id LIMIT {} FORMAT JSONCompactEachRow",
+        "SELECT DISTINCT series_id FROM {} WHERE {conds} LIMIT {} FORMAT TSV",
         quote_ident(SERIES_TABLE),
         MAX_IDS + 1
     )
 }
 
+/// A small set's tags: one row per series with its tags as two arrays (a map's keys may
+/// repeat, which a JSON object would hide).
+fn tags_sql(conds: &str) -> String {
+    format!(
+        "SELECT toString(series_id), mapKeys(tags), mapValues(tags) FROM {} WHERE {conds} LIMIT 1 BY series_id LIMIT {} FORMAT JSONCompactEachRow",
+        quote_ident(SERIES_TABLE),
+        MAX_TAGGED + 1
+    )
+}
+
 /// The lookup's rows: `["id", [keys], [values]]`.
-fn parse_lookup(out: &[u8]) -> Result<Vec<(u64, Tags)>, String> {
+fn parse_tags(out: &[u8]) -> Result<Vec<(u64, Tags)>, String> {
     let text = std::str::from_utf8(out).map_err(|e| e.to_string())?;
     text.lines()
         .filter(|l| !l.trim().is_empty())
@@ -228,7 +281,12 @@ mod tests {
         let sql = lookup_sql("db = 'd' AND measurement = 'm' AND (tags['host'] = 'a')");
         assert_eq!(
             sql,
-            format!("SELECT toString(series_id), mapKeys(tags), mapValues(tags) FROM `sluice_series` WHERE db = 'd' AND measurement = 'm' AND (tags['host'] = 'a') LIMIT 1 BY series_id LIMIT {} FORMAT JSONCompactEachRow", MAX_IDS + 1)
+            format!("SELECT DISTINCT series_id FROM `sluice_series` WHERE db = 'd' AND measurement = 'm' AND (tags['host'] = 'a') LIMIT {} FORMAT TSV", MAX_IDS + 1)
+        );
+        let sql = tags_sql("db = 'd' AND measurement = 'm' AND (tags['host'] = 'a')");
+        assert_eq!(
+            sql,
+            format!("SELECT toString(series_id), mapKeys(tags), mapValues(tags) FROM `sluice_series` WHERE db = 'd' AND measurement = 'm' AND (tags['host'] = 'a') LIMIT 1 BY series_id LIMIT {} FORMAT JSONCompactEachRow", MAX_TAGGED + 1)
         );
     }
 
@@ -240,12 +298,12 @@ mod tests {
     }
 
     #[test]
-    fn the_lookups_rows_are_ids_with_their_tags_and_garbage_is_an_error() {
+    fn the_tags_rows_are_ids_with_their_tags_and_garbage_is_an_error() {
         let out = br#"["18232492008166998395",["host","region"],["h\"1","r3"]]
 ["7",[],[]]
 "#;
         assert_eq!(
-            parse_lookup(out).unwrap(),
+            parse_tags(out).unwrap(),
             vec![
                 (
                     18232492008166998395,
@@ -254,33 +312,49 @@ mod tests {
                 (7, vec![])
             ]
         );
-        assert!(parse_lookup(b"").unwrap().is_empty());
+        assert!(parse_tags(b"").unwrap().is_empty());
         for bad in [
             &b"[\"x\",[],[]]"[..],
             b"[\"1\",[\"a\"],[]]",
             b"[1,[],[]]",
             b"nope",
         ] {
-            assert!(
-                parse_lookup(bad).is_err(),
-                "{}",
-                String::from_utf8_lossy(bad)
-            );
+            assert!(parse_tags(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
     }
 
     #[test]
-    fn a_small_set_keeps_its_tags_in_the_ids_order_and_a_repeated_key_drops_them() {
-        let s = as_selected(vec![(9, tags(&[("h", "b")])), (2, tags(&[("h", "a")]))]);
+    fn a_small_set_keeps_its_tags_in_the_ids_order_unless_they_differ_repeat_a_key_or_are_long() {
+        let s = as_selected(
+            vec![2, 9],
+            Some(vec![(9, tags(&[("h", "b")])), (2, tags(&[("h", "a")]))]),
+        );
         assert_eq!(&s.ids[..], &[2, 9]);
         let kept = s.tags.unwrap();
         assert_eq!(kept[0], tags(&[("h", "a")]));
         assert_eq!(kept[1], tags(&[("h", "b")]));
-        let twice = as_selected(vec![(1, tags(&[("h", "a"), ("h", "b")]))]);
+        // A series new between the two reads.
+        let moved = as_selected(vec![2], Some(vec![(2, vec![]), (3, vec![])]));
+        assert_eq!(&moved.ids[..], &[2]);
+        assert!(moved.tags.is_none());
+        let twice = as_selected(vec![1], Some(vec![(1, tags(&[("h", "a"), ("h", "b")]))]));
         assert!(twice.tags.is_none());
-        let many = as_selected((0..=MAX_TAGGED as u64).map(|i| (i, vec![])).collect());
-        assert_eq!(many.ids.len(), MAX_TAGGED + 1);
-        assert!(many.tags.is_none());
+        assert!(as_selected(vec![1], None).tags.is_none());
+        let long = "x".repeat(MAX_TAGGED_BYTES / 2);
+        let within = as_selected(
+            vec![1, 2],
+            Some(vec![
+                (1, tags(&[("h", &long[1..])])),
+                (2, tags(&[("h", &long[1..])])),
+            ]),
+        );
+        assert!(within.tags.is_some());
+        let past = as_selected(
+            vec![1, 2],
+            Some(vec![(1, tags(&[("h", &long)])), (2, tags(&[("h", &long)]))]),
+        );
+        assert_eq!(&past.ids[..], &[1, 2]);
+        assert!(past.tags.is_none());
     }
 
     #[test]
