@@ -57,7 +57,7 @@ struct Cli {
     #[arg(long, default_value_t = 5)]
     refine: usize,
     /// Steps of --search that run its highest passing rate again before it counts as the
-    /// knee (a rate that fails once is not the knee).
+    /// knee (the knee is the highest rate that passed more often than it failed).
     #[arg(long, default_value_t = 0)]
     confirm: usize,
     /// Factor between the bracketing steps of --search (2: doubling).
