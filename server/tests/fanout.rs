@@ -16,7 +16,7 @@ use common::influxql::{
 use common::Server;
 use serde_json::Value;
 
-use common::tenant::{next, seed, Tenant, TOKEN};
+use common::tenant::{next, seed, write_doubling, Tenant, TOKEN};
 
 fn query(pod: &Server, params: &str, q: &str) -> (u16, Value, Option<String>) {
     let path = format!(
@@ -85,16 +85,7 @@ fn pods_on_one_machine_are_read_at_their_own_addresses() {
     ];
     // One after the other, so each later pod joins the earlier ones.
     let pods: Vec<Server> = names.iter().map(|n| Server::start_at(n, &env)).collect();
-    let mut expected = 0;
-    for (i, pod) in pods.iter().enumerate() {
-        let n = 10 << i;
-        let body: Vec<String> = (0..n)
-            .map(|k| format!("cpu,host=p{i} value={k} {}", 1_600_000_000 + k))
-            .collect();
-        let w = pod.write("db=g&precision=s", &body.join("\n"));
-        assert_eq!(w.status, 204, "{}", w.body);
-        expected += n;
-    }
+    let expected: u64 = write_doubling(&pods).iter().sum();
     let deadline = Instant::now() + Duration::from_secs(30);
     for pod in &pods {
         loop {

@@ -12,6 +12,9 @@
 
 pub mod announce;
 pub mod members;
+mod partial;
+
+pub use partial::Partial;
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -20,13 +23,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use base64::Engine as _;
-use serde::{Deserialize, Serialize};
 use sluice_core::config::ClusterConfig;
 use sluice_core::names::quote_str;
 
 /// The internal endpoint's path.
 pub const PARTIAL_PATH: &str = "/internal/v1/partial";
+
+/// How long a pod that could not find itself among its peers waits before looking again.
+pub const OWN_ADDR_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Where a pod announces that it joins or leaves (see [`announce`]).
 pub const PEERS_PATH: &str = "/internal/v1/peers";
@@ -42,106 +46,6 @@ pub enum ClusterError {
     EmptyToken(String),
     #[error("cluster.peers: {0:?} is not host:port (letters, digits, '.', '-' and a port)")]
     BadPeer(String),
-}
-
-/// What one pod asks another for. It travels base64-encoded in the query string (`url()`
-/// reads with GET), so nothing in it can be read as part of the URL.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Partial {
-    /// Answers at once: whether a peer is there.
-    Ping,
-    /// The version of the pod's series table (text): what a gathering pod keeps a `SHOW`
-    /// answer under ([`crate::query::remember`]).
-    SeriesVersion,
-    /// The pod's databases, policies, measurements and field types (`JSONEachRow`).
-    Catalog,
-    /// The pod's series of `db` (`db, measurement, tags` in `Native`): those of `measurement`
-    /// (one per key set, or `every` one), or those that statement `statement` of `q` (a
-    /// `SHOW`) selects.
-    Series {
-        db: String,
-        measurement: Option<String>,
-        q: Option<String>,
-        statement: usize,
-        now: i64,
-        /// Every series of `measurement`, for the groups `SLIMIT` counts; else one per key
-        /// set, for the measurement's tag keys.
-        #[serde(default)]
-        every: bool,
-    },
-    /// The pod's distinct tag values (`measurement, k, v` in `Native`) that statement
-    /// `statement` of `q` (a `SHOW TAG VALUES`) lists.
-    TagValues {
-        db: String,
-        q: String,
-        statement: usize,
-        now: i64,
-    },
-    /// The pod's share of `SELECT` statement `statement` of `q` over one measurement, with the
-    /// tenant's fields and tag keys of it (`Native`).
-    Select {
-        q: String,
-        statement: usize,
-        db: String,
-        rp: String,
-        measurement: String,
-        /// Field name to InfluxDB type name.
-        fields: BTreeMap<String, String>,
-        tag_keys: Vec<String>,
-        now: i64,
-        /// The gathering pod's view of the hand-offs under way (see [`crate::handoff`]), as
-        /// pairs: an internally tagged enum cannot carry a map with number keys.
-        #[serde(default)]
-        handed: Vec<(u64, Vec<String>)>,
-    },
-    /// A leaving pod's series rows, for the pod receiving its data (`Native`).
-    HandoffSeries,
-    /// A leaving pod's rows of `table` with series ids `lo..=hi`, for the pod receiving its
-    /// data (`Native`).
-    HandoffRows {
-        table: String,
-        columns: Vec<String>,
-        lo: u64,
-        hi: u64,
-    },
-    /// A `/sql` inner query, checked by the pod's guard again (`Native`), with the gathering
-    /// pod's view of the hand-offs under way (as in `Select`).
-    Sql {
-        q: String,
-        #[serde(default)]
-        handed: Vec<(u64, Vec<String>)>,
-    },
-    /// The columns of a `/sql` inner query on this pod (`name, type` in `JSONEachRow`;
-    /// nothing when the pod cannot run it, for example without the table).
-    DescribeSql { q: String },
-}
-
-impl Partial {
-    /// `self` without the time it was asked at, where the answer does not depend on it: the
-    /// series a `SHOW` lists (time conditions select nothing, see
-    /// [`crate::query::meta::series_filter`]; the gathering pod checks the statement with the
-    /// request's time before it asks), or a measurement's series. What a gathering pod keeps
-    /// such an answer by ([`crate::query::remember`]).
-    pub fn timeless(&self) -> Partial {
-        let mut p = self.clone();
-        if let Partial::Series { now, .. } | Partial::TagValues { now, .. } = &mut p {
-            *now = 0;
-        }
-        p
-    }
-
-    pub fn encode(&self) -> String {
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
-    }
-
-    pub fn decode(s: &str) -> Result<Self, String> {
-        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(s)
-            .map_err(|e| format!("bad partial request encoding: {e}"))?;
-        serde_json::from_slice(&json).map_err(|e| format!("bad partial request: {e}"))
-    }
 }
 
 /// A peer by the name it was configured with, and where that name resolved to now.
@@ -163,6 +67,9 @@ pub struct Cluster {
     listen: Option<SocketAddr>,
     /// Set while this pod announces that it joins (see [`announce::announce`]).
     joining: AtomicBool,
+    /// Where this pod answers its peers, and when it was last looked for (see
+    /// [`Cluster::own_addr`]).
+    own: Mutex<(Option<SocketAddr>, Option<std::time::Instant>)>,
 }
 
 impl Cluster {
@@ -197,6 +104,7 @@ impl Cluster {
             members: Mutex::new(members::Members::default()),
             listen: listen.parse().ok(),
             joining: AtomicBool::new(false),
+            own: Mutex::new((None, None)),
         })
     }
 
@@ -332,6 +240,41 @@ impl Cluster {
             .collect()
     }
 
+    /// The address among its peers' at which this pod answers them, once known: the one
+    /// whose series version carried this process's boot id ([`Cluster::learn_own_addr`]), or
+    /// the address this pod listens on when that is a specific one (no other process can
+    /// listen there). A gathering pod reads its own share without a round trip to itself
+    /// there. Never guessed from a name, which could send this pod's share to another pod.
+    pub fn own_addr(&self) -> Option<SocketAddr> {
+        let known = self.own.lock().unwrap_or_else(|p| p.into_inner()).0;
+        known.or_else(|| self.listen.filter(|a| !a.ip().is_unspecified()))
+    }
+
+    /// Records that `addr` answered with this process's boot id: it is this pod, for as long
+    /// as the process lives (another pod cannot take its address meanwhile).
+    pub fn learn_own_addr(&self, addr: SocketAddr) {
+        self.own.lock().unwrap_or_else(|p| p.into_inner()).0 = Some(addr);
+    }
+
+    /// Whether to look for [`Cluster::own_addr`] now: it is unknown, and was not looked for
+    /// in the last [`OWN_ADDR_RETRY`] (a pod not among its peers yet would otherwise ask
+    /// every pod on every read).
+    pub fn should_look_for_own_addr(&self) -> bool {
+        if self.own_addr().is_some() {
+            return false;
+        }
+        let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        if own
+            .1
+            .is_some_and(|t| now.duration_since(t) < OWN_ADDR_RETRY)
+        {
+            return false;
+        }
+        own.1 = Some(now);
+        true
+    }
+
     /// Whether this pod is still announcing itself (and so not ready).
     pub fn is_joining(&self) -> bool {
         self.joining.load(Ordering::Acquire)
@@ -446,6 +389,37 @@ mod tests {
             select,
             "a share of points keeps its time"
         );
+    }
+
+    /// A pod finds itself among its peers only by what cannot be another pod: the specific
+    /// address it listens on, or an address that answered with its boot id.
+    #[test]
+    fn a_pod_knows_its_own_address_only_from_its_listener_or_its_boot_id() {
+        let cfg = ClusterConfig {
+            peers: vec!["a.pods:8086".into(), "b.pods:8086".into()],
+            token: Some("t".into()),
+            ..Default::default()
+        };
+        let own: SocketAddr = "127.0.0.2:8086".parse().unwrap();
+        let specific = Cluster::new(&cfg, "127.0.0.2:8086").unwrap();
+        assert_eq!(specific.own_addr(), Some(own));
+        assert!(!specific.should_look_for_own_addr());
+
+        let every = Cluster::new(&cfg, "0.0.0.0:8086").unwrap();
+        assert_eq!(
+            every.own_addr(),
+            None,
+            "not guessed from the wildcard listener"
+        );
+        assert!(every.should_look_for_own_addr());
+        assert!(
+            !every.should_look_for_own_addr(),
+            "looked for again only after OWN_ADDR_RETRY"
+        );
+        let learned: SocketAddr = "10.0.0.7:8086".parse().unwrap();
+        every.learn_own_addr(learned);
+        assert_eq!(every.own_addr(), Some(learned));
+        assert!(!every.should_look_for_own_addr());
     }
 
     /// Three servers on one machine: every join reaches the others from 127.0.0.1, and a

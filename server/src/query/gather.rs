@@ -25,12 +25,35 @@ use crate::engine::Readers;
 pub struct Urls<'a> {
     addrs: Vec<SocketAddr>,
     token: &'a str,
+    /// This pod's address among them, when known ([`crate::cluster::Cluster::own_addr`]).
+    own: Option<SocketAddr>,
 }
 
 impl Urls<'_> {
     /// `url()` reading `what` from every pod at once.
     pub fn url(&self, what: &Partial, format: &str, structure: &str) -> String {
         cluster::url_sql(&self.addrs, what, format, structure, self.token)
+    }
+
+    /// [`Urls::url`] in `Native`, except that this pod's share is `own_sql` (the SQL its
+    /// internal endpoint would run for `what`), computed within the gathering query: the
+    /// gathering pod then runs one query instead of two, and its share crosses no socket.
+    /// Where this pod is not known among the pods asked, or `own_sql` is `None`, every pod
+    /// is read over `url()`.
+    pub fn url_with_own(&self, what: &Partial, structure: &str, own_sql: Option<&str>) -> String {
+        let (Some(own), Some(own_sql)) = (self.own, own_sql) else {
+            return self.url(what, "Native", structure);
+        };
+        if !self.addrs.contains(&own) {
+            return self.url(what, "Native", structure);
+        }
+        let others: Vec<SocketAddr> = self.addrs.iter().copied().filter(|a| *a != own).collect();
+        let own_part = format!("SELECT * FROM ({own_sql})");
+        if others.is_empty() {
+            return format!("({own_part})");
+        }
+        let url = cluster::url_sql(&others, what, "Native", structure, self.token);
+        format!("(SELECT * FROM {url} UNION ALL {own_part})")
     }
 }
 
@@ -104,6 +127,7 @@ impl<'a> Gather<'a> {
         Urls {
             addrs: self.peers.borrow().iter().filter_map(|p| p.addr).collect(),
             token: &self.token,
+            own: self.app.cluster.own_addr(),
         }
     }
 
@@ -166,8 +190,9 @@ impl<'a> Gather<'a> {
     }
 
     /// Every pod's [`crate::engine::Engine::series_version`] with its address, asked of all
-    /// of them at once; `None` when one does not answer within the connect timeout, or
-    /// cannot say (an older release): the read then runs as always, and names what is wrong.
+    /// of them at once (this pod's own without asking, once it knows its address); `None`
+    /// when one does not answer within the connect timeout, or cannot say (an older
+    /// release): the read then runs as always, and names what is wrong.
     fn series_versions(&self) -> Option<String> {
         let addrs: Vec<SocketAddr> = self
             .peers
@@ -175,10 +200,16 @@ impl<'a> Gather<'a> {
             .iter()
             .map(|p| p.addr)
             .collect::<Option<_>>()?;
+        let own = self.app.cluster.own_addr();
+        let local = self.app.engine.series_version();
+        let boot = local.split('.').next().unwrap_or_default();
         let what = Partial::SeriesVersion.encode();
         let wait = self.app.cfg.cluster.connect_timeout;
         let auth = format!("Bearer {}", self.token);
         let ask = |a: &SocketAddr| {
+            if Some(*a) == own {
+                return Some(format!("{a}={local} "));
+            }
             let url = format!("http://{a}{}?p={what}", cluster::PARTIAL_PATH);
             let r = self
                 .app
@@ -189,23 +220,52 @@ impl<'a> Gather<'a> {
                 .call()
                 .ok()?;
             let v = r.into_string().ok()?;
-            is_series_version(v.trim()).then(|| format!("{a}={} ", v.trim()))
+            let v = v.trim();
+            if !is_series_version(v) {
+                return None;
+            }
+            if v.split('.').next() == Some(boot) {
+                self.app.cluster.learn_own_addr(*a);
+            }
+            Some(format!("{a}={v} "))
         };
+        // This pod's own and one other pod's on this thread, the others' on a thread each,
+        // so that the pods answer side by side.
+        let here = addrs.iter().position(|a| Some(*a) != own);
+        let ask = &ask;
         let versions: Vec<Option<String>> = std::thread::scope(|s| {
-            let asks: Vec<_> = addrs
+            let pending: Vec<_> = addrs
                 .iter()
-                .map(|a| {
-                    std::thread::Builder::new()
-                        .name("peer-version".into())
-                        .spawn_scoped(s, || ask(a))
-                        .ok()
+                .enumerate()
+                .map(|(i, a)| {
+                    (Some(*a) != own && Some(i) != here).then(|| {
+                        std::thread::Builder::new()
+                            .name("peer-version".into())
+                            .spawn_scoped(s, move || ask(a))
+                            .ok()
+                    })
                 })
                 .collect();
-            asks.into_iter()
-                .map(|h| h.and_then(|h| h.join().ok().flatten()))
+            addrs
+                .iter()
+                .zip(pending)
+                .map(|(a, p)| match p {
+                    None => ask(a),
+                    Some(h) => h.and_then(|h| h.join().ok()).flatten(),
+                })
                 .collect()
         });
         versions.into_iter().collect()
+    }
+
+    /// Whether this pod knows its own address among the pods ([`Urls::url_with_own`]); when
+    /// it does not, and has not looked lately, it asks every pod's series version, which
+    /// tells it.
+    pub fn knows_own(&self) -> bool {
+        if self.app.cluster.should_look_for_own_addr() {
+            let _ = self.series_versions();
+        }
+        self.app.cluster.own_addr().is_some()
     }
 
     fn output_on_threads(
@@ -232,6 +292,7 @@ impl<'a> Gather<'a> {
             let urls = Urls {
                 addrs,
                 token: &self.token,
+                own: self.app.cluster.own_addr(),
             };
             // One thread per pod, so that the fetches run side by side.
             let threads = if one_thread { 1 } else { n.max(2) };
@@ -471,6 +532,45 @@ fn is_series_version(v: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The gathering query computes this pod's share itself only when it knows which of the
+    /// pods asked it is, and reads every other pod as before.
+    #[test]
+    fn this_pods_share_is_computed_in_place_and_the_others_are_read() {
+        let a: SocketAddr = "10.0.0.1:8086".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:8086".parse().unwrap();
+        let what = Partial::Ping;
+        let urls = |addrs: Vec<SocketAddr>, own: Option<SocketAddr>| Urls {
+            addrs,
+            token: "t",
+            own,
+        };
+        let own_sql = Some("SELECT 1 AS x");
+        let both = urls(vec![a, b], Some(a)).url_with_own(&what, "x UInt8", own_sql);
+        assert!(both.contains("url('http://10.0.0.2:8086/"), "{both}");
+        assert!(!both.contains("10.0.0.1"), "{both}");
+        assert!(
+            both.ends_with("UNION ALL SELECT * FROM (SELECT 1 AS x))"),
+            "{both}"
+        );
+        assert_eq!(
+            urls(vec![a], Some(a)).url_with_own(&what, "x UInt8", own_sql),
+            "(SELECT * FROM (SELECT 1 AS x))",
+            "a tenant left with this pod alone (partial=true) reads no url()"
+        );
+        let every = urls(vec![a, b], None).url(&what, "Native", "x UInt8");
+        for (own, sql) in [
+            (None, own_sql),
+            (Some(a), None),
+            (Some("10.0.0.3:8086".parse().unwrap()), own_sql),
+        ] {
+            assert_eq!(
+                urls(vec![a, b], own).url_with_own(&what, "x UInt8", sql),
+                every,
+                "own {own:?}, share {sql:?}: every pod over url()"
+            );
+        }
+    }
 
     #[test]
     fn only_a_series_version_is_taken_from_a_peer() {

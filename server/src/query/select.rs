@@ -277,19 +277,7 @@ pub(super) fn gathered(
     one_thread: bool,
     finish: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Option<shape::Rows>, String> {
-    let Some(own) = partial::select_sql(
-        ctx.app,
-        sel,
-        one.db,
-        one.rp,
-        one.measurement,
-        one.fields,
-        one.tag_keys,
-        ctx.now_ns,
-        ctx.view.handed(),
-        plan::Mode::Shape,
-    )?
-    else {
+    let Some(own) = share(ctx, sel, one, plan::Mode::Shape)? else {
         return Ok(None);
     };
     let structure = ctx.app.shapes.structure(&own.sql, || {
@@ -313,9 +301,10 @@ pub(super) fn gathered(
         now: ctx.now_ns,
         handed: crate::handoff::to_pairs(ctx.view.handed()),
     };
+    let own = own_share(ctx, g, sel, one)?;
     let src = final_source(one);
     let rows = g.fetch_on_threads(&ctx.budget, one_thread, &|u| {
-        let url = u.url(&what, "Native", &structure);
+        let url = u.url_with_own(&what, &structure, own.as_deref());
         // Planned before with another source: it plans again the same way.
         plan::plan(sel, &src, ctx.now_ns, plan::Mode::Final(&url))
             .ok()
@@ -324,6 +313,52 @@ pub(super) fn gathered(
             .unwrap_or_default()
     })?;
     Ok(Some(rows))
+}
+
+/// This pod's share of `sel` as the tenant's pods compute theirs (`Mode::Partial`), or its
+/// columns alone (`Mode::Shape`).
+fn share(
+    ctx: &Ctx,
+    sel: &SelectStatement,
+    one: &One,
+    mode: plan::Mode,
+) -> Result<Option<plan::Plan>, String> {
+    partial::select_sql(
+        ctx.app,
+        sel,
+        one.db,
+        one.rp,
+        one.measurement,
+        one.fields,
+        one.tag_keys,
+        ctx.now_ns,
+        ctx.view.handed(),
+        mode,
+    )
+}
+
+/// This pod's share of `sel` for the gathering query to compute itself
+/// ([`gather::Urls::url_with_own`]): the SQL its internal endpoint would run. `None` (the
+/// share is read over `url()` like a peer's) while a hand-off involves this pod, whose checks
+/// the endpoint makes around the read, for a plan that needs settings of its own (`last()`
+/// aggregates in key order), and while this pod does not know its address among the pods.
+fn own_share(
+    ctx: &Ctx,
+    g: &Gather,
+    sel: &SelectStatement,
+    one: &One,
+) -> Result<Option<String>, String> {
+    if ctx.app.handoff.involved() || !g.knows_own() {
+        return Ok(None);
+    }
+    let Some(p) = share(ctx, sel, one, plan::Mode::Partial)? else {
+        return Ok(None);
+    };
+    let settings = p.read_settings();
+    let plain = settings.table_filters.is_none()
+        && !settings.aggregation_in_order
+        && !settings.materialized_cte;
+    Ok(plain.then_some(p.sql))
 }
 
 fn needs_tag_keys(sel: &SelectStatement) -> bool {

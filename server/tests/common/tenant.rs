@@ -64,6 +64,23 @@ impl Tenant {
     }
 }
 
+/// Writes 10, 20, 40, ... points (`cpu,host=p<i> value=0..n`, a second apart from
+/// 1,600,000,000 s) to pod `i` of `pods`, in database `g`: how many each pod holds tells
+/// whose share an answer counted. Returns those counts.
+pub fn write_doubling(pods: &[Server]) -> Vec<u64> {
+    let mut counts = Vec::new();
+    for (i, pod) in pods.iter().enumerate() {
+        let n = 10u64 << i;
+        let body: Vec<String> = (0..n)
+            .map(|k| format!("cpu,host=p{i} value={k} {}", 1_600_000_000 + k))
+            .collect();
+        let w = pod.write("db=g&precision=s", &body.join("\n"));
+        assert_eq!(w.status, 204, "{}", w.body);
+        counts.push(n);
+    }
+    counts
+}
+
 /// The test's seed, printed, so a failure can be run again with the same spread.
 pub fn seed() -> u64 {
     let seed = super::test_seed();

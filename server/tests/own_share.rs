@@ -1,0 +1,110 @@
+//! A gathering pod computes its own share of a read within its gathering query, and answers
+//! its own series version without asking itself over HTTP, once it knows which of the
+//! tenant's addresses is its own: with real server processes that listen on every address
+//! (as pods do), so each must learn its address from a peer's answer carrying its boot id.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::tenant::{write_doubling, TOKEN};
+use common::Server;
+use serde_json::Value;
+
+fn query(pod: &Server, q: &str) -> Value {
+    let path = format!(
+        "/query?db=g&{}",
+        serde_urlencoded::to_string([("q", q)]).expect("encode")
+    );
+    let r = pod.request("GET", &path, &[], b"");
+    assert_eq!(r.status, 200, "{q}: {}", r.body);
+    serde_json::from_str(r.body.trim()).expect("JSON")
+}
+
+/// The internal endpoint's answered requests so far (`http_requests_total`).
+fn shares_answered(pod: &Server) -> u64 {
+    let metrics = pod.request("GET", "/metrics", &[], b"").body;
+    metrics
+        .lines()
+        .filter(|l| l.contains("http_requests_total{") && l.contains("endpoint=\"partial\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+#[test]
+fn a_pod_listening_on_every_address_reads_its_own_share_in_place() {
+    let ports: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
+    let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let peers = peers.join(",");
+    let env = [
+        ("SLUICE_CLUSTER_PEERS", peers.as_str()),
+        ("SLUICE_CLUSTER_TOKEN", TOKEN),
+    ];
+    let pods: Vec<Server> = ports
+        .iter()
+        .map(|p| Server::start_at(&format!("0.0.0.0:{p}"), &env))
+        .collect();
+    let counts = write_doubling(&pods);
+    let expected: u64 = counts.iter().sum();
+    let sum: u64 = counts.iter().map(|n| n * (n - 1) / 2).sum();
+    let count = "SELECT count(value), sum(value) FROM cpu";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = query(&pods[0], count);
+        let row = &v["results"][0]["series"][0]["values"][0];
+        if row[1].as_u64() == Some(expected) {
+            assert_eq!(row[2].as_f64(), Some(sum as f64), "{v}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "counted {row} of {expected}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // It knows itself now: ten more reads through pod 0 ask each peer for its share ten
+    // times, and pod 0 itself for none (only its catalog, gathered at most once a second).
+    // (Counts per host over all time aggregate in key order, which a share asks for on its
+    // own connection: this one is bucketed.)
+    let per_host = "SELECT count(value) FROM cpu WHERE time >= 1599998400s AND time < 1600002000s GROUP BY time(1h), host";
+    let before: Vec<u64> = pods.iter().map(shares_answered).collect();
+    let reads = 10;
+    for _ in 0..reads {
+        let v = query(&pods[0], per_host);
+        let series = v["results"][0]["series"].as_array().expect("series");
+        let counts: Vec<u64> = series
+            .iter()
+            .filter_map(|s| s["values"][0][1].as_u64())
+            .collect();
+        assert_eq!(counts, vec![10, 20, 40], "{v}");
+    }
+    let after: Vec<u64> = pods.iter().map(shares_answered).collect();
+    for i in 1..3 {
+        assert!(
+            after[i] - before[i] >= reads,
+            "pod {i} answered {} shares for {reads} reads",
+            after[i] - before[i]
+        );
+    }
+    assert!(
+        after[0] - before[0] <= 2,
+        "pod 0 answered {} requests of its own reads: its share went over HTTP",
+        after[0] - before[0]
+    );
+
+    // `SHOW` answers kept while no pod's series changed: pod 0 asks its peers' versions, not
+    // its own.
+    query(&pods[0], "SHOW TAG KEYS FROM cpu");
+    let before = shares_answered(&pods[0]);
+    for _ in 0..reads {
+        let v = query(&pods[0], "SHOW TAG KEYS FROM cpu");
+        assert_eq!(
+            v["results"][0]["series"][0]["values"],
+            serde_json::json!([["host"]]),
+            "{v}"
+        );
+    }
+    let asked = shares_answered(&pods[0]) - before;
+    assert!(
+        asked <= 2,
+        "pod 0 answered {asked} requests of its own SHOW reads"
+    );
+}
