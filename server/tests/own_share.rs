@@ -61,12 +61,14 @@ fn a_pod_listening_on_every_address_reads_its_own_share_in_place() {
     }
 
     // It knows itself now: ten more reads through pod 0 ask each peer for its share ten
-    // times, and pod 0 itself for none (only its catalog, gathered at most once a second).
+    // times, and pod 0 itself for none: only its catalog, gathered again once it is a second
+    // old, so at most once a second and once more.
     // (Counts per host over all time aggregate in key order, which a share asks for on its
     // own connection: this one is bucketed.)
     let per_host = "SELECT count(value) FROM cpu WHERE time >= 1599998400s AND time < 1600002000s GROUP BY time(1h), host";
     let before: Vec<u64> = pods.iter().map(shares_answered).collect();
     let reads = 10;
+    let started = Instant::now();
     for _ in 0..reads {
         let v = query(&pods[0], per_host);
         let series = v["results"][0]["series"].as_array().expect("series");
@@ -77,6 +79,7 @@ fn a_pod_listening_on_every_address_reads_its_own_share_in_place() {
         assert_eq!(counts, vec![10, 20, 40], "{v}");
     }
     let after: Vec<u64> = pods.iter().map(shares_answered).collect();
+    let catalogs = started.elapsed().as_secs() + 2;
     for i in 1..3 {
         assert!(
             after[i] - before[i] >= reads,
@@ -85,7 +88,7 @@ fn a_pod_listening_on_every_address_reads_its_own_share_in_place() {
         );
     }
     assert!(
-        after[0] - before[0] <= 2,
+        after[0] - before[0] <= catalogs.min(reads - 1),
         "pod 0 answered {} requests of its own reads: its share went over HTTP",
         after[0] - before[0]
     );
@@ -94,6 +97,7 @@ fn a_pod_listening_on_every_address_reads_its_own_share_in_place() {
     // its own.
     query(&pods[0], "SHOW TAG KEYS FROM cpu");
     let before = shares_answered(&pods[0]);
+    let started = Instant::now();
     for _ in 0..reads {
         let v = query(&pods[0], "SHOW TAG KEYS FROM cpu");
         assert_eq!(
@@ -103,8 +107,9 @@ fn a_pod_listening_on_every_address_reads_its_own_share_in_place() {
         );
     }
     let asked = shares_answered(&pods[0]) - before;
+    let catalogs = started.elapsed().as_secs() + 2;
     assert!(
-        asked <= 2,
+        asked <= catalogs.min(reads - 1),
         "pod 0 answered {asked} requests of its own SHOW reads"
     );
 }

@@ -256,11 +256,12 @@ impl Cluster {
         self.own.lock().unwrap_or_else(|p| p.into_inner()).0 = Some(addr);
     }
 
-    /// Whether to look for [`Cluster::own_addr`] now: it is unknown, and was not looked for
-    /// in the last [`OWN_ADDR_RETRY`] (a pod not among its peers yet would otherwise ask
-    /// every pod on every read).
-    pub fn should_look_for_own_addr(&self) -> bool {
-        if self.own_addr().is_some() {
+    /// Whether to look for this pod's address among `among` (the pods' addresses now): it is
+    /// not known there ([`Cluster::own_addr`]: a listen address that is none of them does not
+    /// count), and was not looked for in the last [`OWN_ADDR_RETRY`] (a pod not among its
+    /// peers yet would otherwise ask every pod on every read).
+    pub fn should_look_for_own_addr(&self, among: &[SocketAddr]) -> bool {
+        if self.own_addr().is_some_and(|a| among.contains(&a)) {
             return false;
         }
         let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
@@ -403,7 +404,7 @@ mod tests {
         let own: SocketAddr = "127.0.0.2:8086".parse().unwrap();
         let specific = Cluster::new(&cfg, "127.0.0.2:8086").unwrap();
         assert_eq!(specific.own_addr(), Some(own));
-        assert!(!specific.should_look_for_own_addr());
+        assert!(!specific.should_look_for_own_addr(&[own]));
 
         let every = Cluster::new(&cfg, "0.0.0.0:8086").unwrap();
         assert_eq!(
@@ -411,15 +412,26 @@ mod tests {
             None,
             "not guessed from the wildcard listener"
         );
-        assert!(every.should_look_for_own_addr());
+        let learned: SocketAddr = "10.0.0.7:8086".parse().unwrap();
+        assert!(every.should_look_for_own_addr(&[learned]));
         assert!(
-            !every.should_look_for_own_addr(),
+            !every.should_look_for_own_addr(&[learned]),
             "looked for again only after OWN_ADDR_RETRY"
         );
-        let learned: SocketAddr = "10.0.0.7:8086".parse().unwrap();
         every.learn_own_addr(learned);
         assert_eq!(every.own_addr(), Some(learned));
-        assert!(!every.should_look_for_own_addr());
+        assert!(!every.should_look_for_own_addr(&[learned]));
+
+        // A specific listen address that none of the pods' addresses is does not stop the
+        // look by boot id.
+        let elsewhere = Cluster::new(&cfg, "192.168.1.9:8086").unwrap();
+        assert!(elsewhere.should_look_for_own_addr(&[learned]));
+        elsewhere.learn_own_addr(learned);
+        assert_eq!(
+            elsewhere.own_addr(),
+            Some(learned),
+            "what answered as this pod wins"
+        );
     }
 
     /// Three servers on one machine: every join reaches the others from 127.0.0.1, and a

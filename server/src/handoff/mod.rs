@@ -76,6 +76,10 @@ pub struct Handoff {
     pub(crate) driver: Mutex<Option<JoinHandle<()>>>,
     /// The driver's last error, for the status.
     pub(crate) last_error: Mutex<Option<String>>,
+    /// Counts every change of this pod's part in hand-offs (its leaving state, a hand-off
+    /// received or settled): a read planned while this pod took part in none saw none only
+    /// if the count did not move until it finished ([`Handoff::changes`]).
+    changes: std::sync::atomic::AtomicU64,
 }
 
 impl Handoff {
@@ -95,6 +99,7 @@ impl Handoff {
             receive_lock: Mutex::new(()),
             driver: Mutex::new(None),
             last_error: Mutex::new(None),
+            changes: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -119,6 +124,7 @@ impl Handoff {
                 None => state::remove(&self.dir, LEAVING_FILE)?,
             }
             *cur = next.clone();
+            self.changed();
         }
         Ok(next)
     }
@@ -143,6 +149,7 @@ impl Handoff {
     pub fn begin_receiving(&self, id: u64) -> std::io::Result<()> {
         let mut r = self.receiving.lock().unwrap_or_else(|p| p.into_inner());
         if r.insert(id) {
+            self.changed();
             if let Err(e) = state::save(&self.dir, RECEIVING_FILE, &*r) {
                 r.remove(&id);
                 return Err(e);
@@ -155,6 +162,7 @@ impl Handoff {
     pub fn settle(&self, id: u64) -> std::io::Result<()> {
         let mut r = self.receiving.lock().unwrap_or_else(|p| p.into_inner());
         if r.remove(&id) {
+            self.changed();
             if let Err(e) = state::save(&self.dir, RECEIVING_FILE, &*r) {
                 r.insert(id);
                 return Err(e);
@@ -202,6 +210,18 @@ impl Handoff {
                 .filter(|id| !view.get(id).is_some_and(|t| t.contains(table)))
                 .collect(),
         ))
+    }
+
+    /// The changes of this pod's part in hand-offs so far (see the field): a gathering pod
+    /// that computed its own share in its own query, planned while it took part in no
+    /// hand-off, checks after the read that the count has not moved.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn changed(&self) {
+        self.changes
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// Whether this pod's reads depend on a view of hand-offs: it hands its data over, or

@@ -6,7 +6,7 @@
 //! means, not just the list of series; with `partial=true` it is left out and the answer
 //! says so. A pod that answers with an error (a 404 included) is always an error.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -25,8 +25,11 @@ use crate::engine::Readers;
 pub struct Urls<'a> {
     addrs: Vec<SocketAddr>,
     token: &'a str,
-    /// This pod's address among them, when known ([`crate::cluster::Cluster::own_addr`]).
+    /// This pod's address among them, when known ([`crate::cluster::Cluster::own_addr`])
+    /// and its share may be computed in place ([`Gather::output_on_threads`]).
     own: Option<SocketAddr>,
+    /// Set when [`Urls::url_with_own`] computed this pod's share in place.
+    used_own: Cell<bool>,
 }
 
 impl Urls<'_> {
@@ -40,15 +43,26 @@ impl Urls<'_> {
     /// gathering pod then runs one query instead of two, and its share crosses no socket.
     /// Where this pod is not known among the pods asked, or `own_sql` is `None`, every pod
     /// is read over `url()`.
+    ///
+    /// The share's columns are cast to `structure` by name, as `url()` reads the others', so
+    /// that a share planned otherwise here fails loudly instead of merging other columns.
     pub fn url_with_own(&self, what: &Partial, structure: &str, own_sql: Option<&str>) -> String {
         let (Some(own), Some(own_sql)) = (self.own, own_sql) else {
+            return self.url(what, "Native", structure);
+        };
+        let Some(columns) = columns_of(structure) else {
             return self.url(what, "Native", structure);
         };
         if !self.addrs.contains(&own) {
             return self.url(what, "Native", structure);
         }
+        self.used_own.set(true);
         let others: Vec<SocketAddr> = self.addrs.iter().copied().filter(|a| *a != own).collect();
-        let own_part = format!("SELECT * FROM ({own_sql})");
+        let cast: Vec<String> = columns
+            .iter()
+            .map(|(name, ty)| format!("CAST({name} AS {ty}) AS {name}"))
+            .collect();
+        let own_part = format!("SELECT {} FROM ({own_sql})", cast.join(", "));
         if others.is_empty() {
             return format!("({own_part})");
         }
@@ -99,6 +113,9 @@ pub struct Gather<'a> {
     partial: bool,
     /// The pods left out (`partial=true`), by name.
     missing: RefCell<Vec<String>>,
+    /// Whether this pod's share may be computed in place ([`Urls::url_with_own`]): cleared
+    /// when a read that did so failed without naming a pod.
+    inline_own: Cell<bool>,
 }
 
 impl<'a> Gather<'a> {
@@ -119,6 +136,7 @@ impl<'a> Gather<'a> {
             names,
             partial,
             missing: RefCell::new(Vec::new()),
+            inline_own: Cell::new(true),
         })
     }
 
@@ -127,7 +145,8 @@ impl<'a> Gather<'a> {
         Urls {
             addrs: self.peers.borrow().iter().filter_map(|p| p.addr).collect(),
             token: &self.token,
-            own: self.app.cluster.own_addr(),
+            own: self.own(),
+            used_own: Cell::new(false),
         }
     }
 
@@ -262,10 +281,27 @@ impl<'a> Gather<'a> {
     /// it does not, and has not looked lately, it asks every pod's series version, which
     /// tells it.
     pub fn knows_own(&self) -> bool {
-        if self.app.cluster.should_look_for_own_addr() {
+        let addrs: Vec<SocketAddr> = self.peers.borrow().iter().filter_map(|p| p.addr).collect();
+        if self.app.cluster.should_look_for_own_addr(&addrs) {
             let _ = self.series_versions();
         }
-        self.app.cluster.own_addr().is_some()
+        self.own().is_some_and(|a| addrs.contains(&a))
+    }
+
+    /// This pod's address among the pods, when its share may be computed in place.
+    fn own(&self) -> Option<SocketAddr> {
+        self.inline_own
+            .get()
+            .then(|| self.app.cluster.own_addr())
+            .flatten()
+    }
+
+    /// Whether `msg` names one of the pods asked.
+    fn names_a_pod(&self, msg: &str) -> bool {
+        self.peers
+            .borrow()
+            .iter()
+            .any(|p| p.addr.is_some_and(|a| msg.contains(&a.to_string())))
     }
 
     fn output_on_threads(
@@ -292,7 +328,8 @@ impl<'a> Gather<'a> {
             let urls = Urls {
                 addrs,
                 token: &self.token,
-                own: self.app.cluster.own_addr(),
+                own: self.own(),
+                used_own: Cell::new(false),
             };
             // One thread per pod, so that the fetches run side by side.
             let threads = if one_thread { 1 } else { n.max(2) };
@@ -303,6 +340,14 @@ impl<'a> Gather<'a> {
             };
             if let Some(peer) = self.answered_with_error(&msg) {
                 return Err(format!("pod {} answered with an error: {msg}", peer.name));
+            }
+            if urls.used_own.get() && !self.names_a_pod(&msg) && !msg.contains("TIMEOUT_EXCEEDED") {
+                // This pod's own share, computed in place, may have failed: asked over
+                // `url()` like the others, its error names it (and a share that ran out of
+                // memory on two threads runs again on one, as the endpoint does).
+                tracing::debug!(error = %msg, "reading again with this pod's share over url()");
+                self.inline_own.set(false);
+                continue;
             }
             let failed = self.unreachable(&msg);
             if failed.is_empty() {
@@ -517,6 +562,59 @@ pub(super) fn structure_of(rows: &Rows) -> String {
     cols.join(", ")
 }
 
+/// The columns of a `url()` structure (`name type, ...`, names quoted as
+/// [`sluice_core::names::quote_ident`] quotes them), split at the commas outside quotes and
+/// parentheses; `None` for anything else.
+fn columns_of(structure: &str) -> Option<Vec<(String, String)>> {
+    let mut columns = Vec::new();
+    let (mut depth, mut quote, mut escaped, mut start) = (0usize, None::<char>, false, 0);
+    let mut parts = Vec::new();
+    for (i, c) in structure.char_indices() {
+        match (quote, c) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), '\\') => escaped = true,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '`' | '\'') => quote = Some(c),
+            (None, '(') => depth += 1,
+            (None, ')') => depth = depth.checked_sub(1)?,
+            (None, ',') if depth == 0 => {
+                parts.push(&structure[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if quote.is_some() || depth != 0 {
+        return None;
+    }
+    parts.push(&structure[start..]);
+    for part in parts {
+        let part = part.trim();
+        let rest = part.strip_prefix('`')?;
+        let mut escaped = false;
+        let end = rest.char_indices().find_map(|(i, c)| match c {
+            _ if escaped => {
+                escaped = false;
+                None
+            }
+            '\\' => {
+                escaped = true;
+                None
+            }
+            '`' => Some(i),
+            _ => None,
+        })?;
+        let name = &part[..end + 2];
+        let ty = part[end + 2..].trim();
+        if ty.is_empty() {
+            return None;
+        }
+        columns.push((name.to_string(), ty.to_string()));
+    }
+    Some(columns)
+}
+
 /// Whether `v` is what [`crate::engine::Engine::series_version`] writes (hex, a dot, digits):
 /// a peer's answer becomes part of what a kept answer is held under, and must stay small.
 fn is_series_version(v: &str) -> bool {
@@ -544,31 +642,69 @@ mod tests {
             addrs,
             token: "t",
             own,
+            used_own: Cell::new(false),
         };
         let own_sql = Some("SELECT 1 AS x");
-        let both = urls(vec![a, b], Some(a)).url_with_own(&what, "x UInt8", own_sql);
+        let structure = "`x` UInt8";
+        let u = urls(vec![a, b], Some(a));
+        let both = u.url_with_own(&what, structure, own_sql);
+        assert!(u.used_own.get());
         assert!(both.contains("url('http://10.0.0.2:8086/"), "{both}");
         assert!(!both.contains("10.0.0.1"), "{both}");
         assert!(
-            both.ends_with("UNION ALL SELECT * FROM (SELECT 1 AS x))"),
+            both.ends_with("UNION ALL SELECT CAST(`x` AS UInt8) AS `x` FROM (SELECT 1 AS x))"),
             "{both}"
         );
         assert_eq!(
-            urls(vec![a], Some(a)).url_with_own(&what, "x UInt8", own_sql),
-            "(SELECT * FROM (SELECT 1 AS x))",
+            urls(vec![a], Some(a)).url_with_own(&what, structure, own_sql),
+            "(SELECT CAST(`x` AS UInt8) AS `x` FROM (SELECT 1 AS x))",
             "a tenant left with this pod alone (partial=true) reads no url()"
         );
-        let every = urls(vec![a, b], None).url(&what, "Native", "x UInt8");
-        for (own, sql) in [
-            (None, own_sql),
-            (Some(a), None),
-            (Some("10.0.0.3:8086".parse().unwrap()), own_sql),
+        let elsewhere: SocketAddr = "10.0.0.3:8086".parse().unwrap();
+        for (own, sql, structure) in [
+            (None, own_sql, structure),
+            (Some(a), None, structure),
+            (Some(elsewhere), own_sql, structure),
+            (Some(a), own_sql, "x UInt8"),
         ] {
+            let u = urls(vec![a, b], own);
+            let every = u.url(&what, "Native", structure);
             assert_eq!(
-                urls(vec![a, b], own).url_with_own(&what, "x UInt8", sql),
+                u.url_with_own(&what, structure, sql),
                 every,
-                "own {own:?}, share {sql:?}: every pod over url()"
+                "own {own:?}, share {sql:?}, structure {structure:?}: every pod over url()"
             );
+            assert!(!u.used_own.get());
+        }
+    }
+
+    #[test]
+    fn a_structure_is_split_into_its_columns_at_the_top_level_commas() {
+        let s = "`__sl_tags` String, `a,b` AggregateFunction(argMaxIf, Int64, Tuple(Nullable(Float64), Int64), UInt8), `t\\`x` DateTime64(9, 'UTC, or not')";
+        assert_eq!(
+            columns_of(s).unwrap(),
+            vec![
+                ("`__sl_tags`".to_string(), "String".to_string()),
+                (
+                    "`a,b`".to_string(),
+                    "AggregateFunction(argMaxIf, Int64, Tuple(Nullable(Float64), Int64), UInt8)"
+                        .to_string()
+                ),
+                (
+                    "`t\\`x`".to_string(),
+                    "DateTime64(9, 'UTC, or not')".to_string()
+                ),
+            ]
+        );
+        for bad in [
+            "",
+            "x UInt8",
+            "`x`",
+            "`x` Tuple(UInt8",
+            "`x` UInt8)",
+            "`x UInt8",
+        ] {
+            assert_eq!(columns_of(bad), None, "{bad}");
         }
     }
 

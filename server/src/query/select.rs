@@ -301,6 +301,7 @@ pub(super) fn gathered(
         now: ctx.now_ns,
         handed: crate::handoff::to_pairs(ctx.view.handed()),
     };
+    let changes = ctx.app.handoff.changes();
     let own = own_share(ctx, g, sel, one)?;
     let src = final_source(one);
     let rows = g.fetch_on_threads(&ctx.budget, one_thread, &|u| {
@@ -311,8 +312,17 @@ pub(super) fn gathered(
             .flatten()
             .and_then(|p| finish(&p.sql))
             .unwrap_or_default()
-    })?;
-    Ok(Some(rows))
+    });
+    if own.is_some() && ctx.app.handoff.changes() != changes {
+        // This pod began to take part in a hand-off during the read: its share may have
+        // counted rows it received that the leaving pod counted too, or missed a table it
+        // handed over. The request reads again with a fresh view (see `query::run`).
+        return Err(format!(
+            "{}: this pod's part in a hand-off changed during the read",
+            crate::handoff::STALE_VIEW
+        ));
+    }
+    Ok(Some(rows?))
 }
 
 /// This pod's share of `sel` as the tenant's pods compute theirs (`Mode::Partial`), or its
@@ -340,8 +350,9 @@ fn share(
 /// This pod's share of `sel` for the gathering query to compute itself
 /// ([`gather::Urls::url_with_own`]): the SQL its internal endpoint would run. `None` (the
 /// share is read over `url()` like a peer's) while a hand-off involves this pod, whose checks
-/// the endpoint makes around the read, for a plan that needs settings of its own (`last()`
-/// aggregates in key order), and while this pod does not know its address among the pods.
+/// the endpoint makes around the read (one that begins during the read makes it stale, see
+/// [`gathered`]), for a plan that needs settings of its own (`last()` aggregates in key
+/// order), and while this pod does not know its address among the pods.
 fn own_share(
     ctx: &Ctx,
     g: &Gather,
@@ -354,10 +365,14 @@ fn own_share(
     let Some(p) = share(ctx, sel, one, plan::Mode::Partial)? else {
         return Ok(None);
     };
+    // A share runs in place only when it needs no setting of its own beyond the thread rule,
+    // which the gathering connections have too.
     let settings = p.read_settings();
-    let plain = settings.table_filters.is_none()
-        && !settings.aggregation_in_order
-        && !settings.materialized_cte;
+    let plain = settings
+        == crate::engine::ReadSettings {
+            planned: settings.planned,
+            ..Default::default()
+        };
     Ok(plain.then_some(p.sql))
 }
 
