@@ -1,9 +1,10 @@
 //! The tenant's pods as this pod sees them, and what one pod asks another for.
 //!
 //! A read through any pod gathers from all of them: the pod plans the statement, asks every
-//! pod (itself included) for its partial result over `GET /internal/v1/partial`, and its own
-//! engine reads those partials through `url()` and finishes the work (see
-//! [`crate::query::gather`]). A peer is asked only for what this module's [`Partial`] can
+//! other pod for its partial result over `GET /internal/v1/partial` (and itself too, until
+//! it knows its own address among them: [`Cluster::own_addr`]), and its own engine reads
+//! those partials through `url()`, computes its own in the same query, and finishes the work
+//! (see [`crate::query::gather`]). A peer is asked only for what this module's [`Partial`] can
 //! express (an InfluxQL statement to compute its share of, its catalog, its series, a guarded
 //! `/sql` inner query): never SQL, and never an address a reader chose.
 //!

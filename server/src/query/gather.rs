@@ -1,6 +1,7 @@
-//! The gathering pod's side of a read across the tenant: its engine reads every pod's partial
-//! through one `url()` over all of them (fetched in parallel) and finishes the work itself:
-//! the merge is ClickHouse's, as in its Distributed engine.
+//! The gathering pod's side of a read across the tenant: its engine reads every other pod's
+//! partial through one `url()` over them (fetched in parallel), computes its own in the same
+//! query where it can ([`Urls::url_with_own`]), and finishes the work itself: the merge is
+//! ClickHouse's, as in its Distributed engine.
 //!
 //! A pod that does not answer is an error naming it, since a missing pod biases sums and
 //! means, not just the list of series; with `partial=true` it is left out and the answer
