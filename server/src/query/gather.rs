@@ -47,27 +47,26 @@ impl Urls<'_> {
     ///
     /// The share's columns are cast to `structure` by name, as `url()` reads the others', so
     /// that a share planned otherwise here fails loudly instead of merging other columns.
-    pub fn url_with_own(&self, what: &Partial, structure: &str, own_sql: Option<&str>) -> String {
+    pub fn url_with_own(
+        &self,
+        what: &Partial,
+        structure: &Structure,
+        own_sql: Option<&str>,
+    ) -> String {
+        let text = structure.text();
         let (Some(own), Some(own_sql)) = (self.own, own_sql) else {
-            return self.url(what, "Native", structure);
-        };
-        let Some(columns) = columns_of(structure) else {
-            return self.url(what, "Native", structure);
+            return self.url(what, "Native", &text);
         };
         if !self.addrs.contains(&own) {
-            return self.url(what, "Native", structure);
+            return self.url(what, "Native", &text);
         }
         self.used_own.set(true);
         let others: Vec<SocketAddr> = self.addrs.iter().copied().filter(|a| *a != own).collect();
-        let cast: Vec<String> = columns
-            .iter()
-            .map(|(name, ty)| format!("CAST({name} AS {ty}) AS {name}"))
-            .collect();
-        let own_part = format!("SELECT {} FROM ({own_sql})", cast.join(", "));
+        let own_part = format!("SELECT {} FROM ({own_sql})", structure.casts());
         if others.is_empty() {
             return format!("({own_part})");
         }
-        let url = cluster::url_sql(&others, what, "Native", structure, self.token);
+        let url = cluster::url_sql(&others, what, "Native", &text, self.token);
         format!("(SELECT * FROM {url} UNION ALL {own_part})")
     }
 }
@@ -297,12 +296,14 @@ impl<'a> Gather<'a> {
             .flatten()
     }
 
-    /// Whether `msg` names one of the pods asked.
-    fn names_a_pod(&self, msg: &str) -> bool {
+    /// The pods asked whose address `msg` names.
+    fn named_in(&self, msg: &str) -> Vec<Peer> {
         self.peers
             .borrow()
             .iter()
-            .any(|p| p.addr.is_some_and(|a| msg.contains(&a.to_string())))
+            .filter(|p| p.addr.is_some_and(|a| msg.contains(&a.to_string())))
+            .cloned()
+            .collect()
     }
 
     fn output_on_threads(
@@ -342,7 +343,10 @@ impl<'a> Gather<'a> {
             if let Some(peer) = self.answered_with_error(&msg) {
                 return Err(format!("pod {} answered with an error: {msg}", peer.name));
             }
-            if urls.used_own.get() && !self.names_a_pod(&msg) && !msg.contains("TIMEOUT_EXCEEDED") {
+            if urls.used_own.get()
+                && self.named_in(&msg).is_empty()
+                && !msg.contains("TIMEOUT_EXCEEDED")
+            {
                 // This pod's own share, computed in place, may have failed: asked over
                 // `url()` like the others, its error names it (and a share that ran out of
                 // memory on two threads runs again on one, as the endpoint does).
@@ -420,15 +424,11 @@ impl<'a> Gather<'a> {
     /// The pods that did not answer: those `msg` names, or else those that do not answer a
     /// ping now.
     fn unreachable(&self, msg: &str) -> Vec<Peer> {
-        let peers = self.peers.borrow().clone();
-        let named: Vec<Peer> = peers
-            .iter()
-            .filter(|p| p.addr.is_some_and(|a| msg.contains(&a.to_string())))
-            .cloned()
-            .collect();
+        let named = self.named_in(msg);
         if !named.is_empty() {
             return named;
         }
+        let peers = self.peers.borrow().clone();
         peers.into_iter().filter(|p| !self.answers(p)).collect()
     }
 
@@ -509,7 +509,7 @@ pub fn tenant_sql(
                     u.url(&describe, "JSONEachRow", DESCRIBE_STRUCTURE)
                 )
             })?;
-            let structure = structure_of(&rows);
+            let structure = Structure::of(&rows).text();
             if structure.is_empty() {
                 // No pod can run it: this pod's engine says why.
                 let why = fetch_on(
@@ -546,74 +546,47 @@ pub fn tenant_sql(
     Ok((format!("{with} SETTINGS max_threads = {threads}"), missing))
 }
 
-/// `name type, ...` from rows `(name, type, ...)` (`DESCRIBE`'s first columns): the
-/// structure a `url()` reads the pods' partials with.
-pub(super) fn structure_of(rows: &Rows) -> String {
-    let cols: Vec<String> = rows
-        .rows
-        .iter()
-        .filter_map(|r| {
-            Some(format!(
-                "{} {}",
-                sluice_core::names::quote_ident(r.first()?.as_str()?),
-                r.get(1)?.as_str()?
-            ))
-        })
-        .collect();
-    cols.join(", ")
-}
+/// The columns of a share, as `DESCRIBE` names them: what a `url()` reads the pods' partials
+/// as, and what this pod's own share is cast to when it is computed in place.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Structure(pub(super) Vec<(String, String)>);
 
-/// The columns of a `url()` structure (`name type, ...`, names quoted as
-/// [`sluice_core::names::quote_ident`] quotes them), split at the commas outside quotes and
-/// parentheses; `None` for anything else.
-fn columns_of(structure: &str) -> Option<Vec<(String, String)>> {
-    let mut columns = Vec::new();
-    let (mut depth, mut quote, mut escaped, mut start) = (0usize, None::<char>, false, 0);
-    let mut parts = Vec::new();
-    for (i, c) in structure.char_indices() {
-        match (quote, c) {
-            (Some(_), _) if escaped => escaped = false,
-            (Some(_), '\\') => escaped = true,
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '`' | '\'') => quote = Some(c),
-            (None, '(') => depth += 1,
-            (None, ')') => depth = depth.checked_sub(1)?,
-            (None, ',') if depth == 0 => {
-                parts.push(&structure[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
+impl Structure {
+    /// From rows `(name, type, ...)` (`DESCRIBE`'s first columns).
+    pub(super) fn of(rows: &Rows) -> Self {
+        Self(
+            rows.rows
+                .iter()
+                .filter_map(|r| {
+                    Some((
+                        sluice_core::names::quote_ident(r.first()?.as_str()?),
+                        r.get(1)?.as_str()?.to_string(),
+                    ))
+                })
+                .collect(),
+        )
     }
-    if quote.is_some() || depth != 0 {
-        return None;
+
+    /// `name type, ...`, a `url()`'s structure.
+    pub fn text(&self) -> String {
+        let cols: Vec<String> = self.0.iter().map(|(n, t)| format!("{n} {t}")).collect();
+        cols.join(", ")
     }
-    parts.push(&structure[start..]);
-    for part in parts {
-        let part = part.trim();
-        let rest = part.strip_prefix('`')?;
-        let mut escaped = false;
-        let end = rest.char_indices().find_map(|(i, c)| match c {
-            _ if escaped => {
-                escaped = false;
-                None
-            }
-            '\\' => {
-                escaped = true;
-                None
-            }
-            '`' => Some(i),
-            _ => None,
-        })?;
-        let name = &part[..end + 2];
-        let ty = part[end + 2..].trim();
-        if ty.is_empty() {
-            return None;
-        }
-        columns.push((name.to_string(), ty.to_string()));
+
+    /// `CAST(name AS type) AS name, ...`.
+    fn casts(&self) -> String {
+        let cols: Vec<String> = self
+            .0
+            .iter()
+            .map(|(n, t)| format!("CAST({n} AS {t}) AS {n}"))
+            .collect();
+        cols.join(", ")
     }
-    Some(columns)
+
+    /// The bytes its names and types take.
+    pub fn bytes(&self) -> usize {
+        self.0.iter().map(|(n, t)| n.len() + t.len()).sum()
+    }
 }
 
 /// Whether `v` is what [`crate::engine::Engine::series_version`] writes (hex, a dot, digits):
@@ -646,7 +619,7 @@ mod tests {
             used_own: Cell::new(false),
         };
         let own_sql = Some("SELECT 1 AS x");
-        let structure = "`x` UInt8";
+        let structure = &Structure(vec![("`x`".into(), "UInt8".into())]);
         let u = urls(vec![a, b], Some(a));
         let both = u.url_with_own(&what, structure, own_sql);
         assert!(u.used_own.get());
@@ -662,50 +635,15 @@ mod tests {
             "a tenant left with this pod alone (partial=true) reads no url()"
         );
         let elsewhere: SocketAddr = "10.0.0.3:8086".parse().unwrap();
-        for (own, sql, structure) in [
-            (None, own_sql, structure),
-            (Some(a), None, structure),
-            (Some(elsewhere), own_sql, structure),
-            (Some(a), own_sql, "x UInt8"),
-        ] {
+        for (own, sql) in [(None, own_sql), (Some(a), None), (Some(elsewhere), own_sql)] {
             let u = urls(vec![a, b], own);
-            let every = u.url(&what, "Native", structure);
+            let every = u.url(&what, "Native", "`x` UInt8");
             assert_eq!(
                 u.url_with_own(&what, structure, sql),
                 every,
-                "own {own:?}, share {sql:?}, structure {structure:?}: every pod over url()"
+                "own {own:?}, share {sql:?}: every pod over url()"
             );
             assert!(!u.used_own.get());
-        }
-    }
-
-    #[test]
-    fn a_structure_is_split_into_its_columns_at_the_top_level_commas() {
-        let s = "`__sl_tags` String, `a,b` AggregateFunction(argMaxIf, Int64, Tuple(Nullable(Float64), Int64), UInt8), `t\\`x` DateTime64(9, 'UTC, or not')";
-        assert_eq!(
-            columns_of(s).unwrap(),
-            vec![
-                ("`__sl_tags`".to_string(), "String".to_string()),
-                (
-                    "`a,b`".to_string(),
-                    "AggregateFunction(argMaxIf, Int64, Tuple(Nullable(Float64), Int64), UInt8)"
-                        .to_string()
-                ),
-                (
-                    "`t\\`x`".to_string(),
-                    "DateTime64(9, 'UTC, or not')".to_string()
-                ),
-            ]
-        );
-        for bad in [
-            "",
-            "x UInt8",
-            "`x`",
-            "`x` Tuple(UInt8",
-            "`x` UInt8)",
-            "`x UInt8",
-        ] {
-            assert_eq!(columns_of(bad), None, "{bad}");
         }
     }
 

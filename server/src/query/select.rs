@@ -288,7 +288,7 @@ pub(super) fn gathered(
             &format!("DESCRIBE TABLE ({})", own.sql),
             false,
         )?;
-        Ok(gather::structure_of(&columns))
+        Ok(gather::Structure::of(&columns))
     })?;
     let what = Partial::Select {
         q: text.q.to_string(),

@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use super::gather::Structure;
+
 /// Shapes kept at most; past it the cache starts again empty (a dashboard has tens).
 pub const SHAPES_KEPT: usize = 512;
 
@@ -21,24 +23,23 @@ pub struct Shapes(Mutex<Kept>);
 
 #[derive(Default)]
 struct Kept {
-    by_sql: HashMap<String, String>,
+    by_sql: HashMap<String, Structure>,
     bytes: usize,
 }
 
 impl Shapes {
-    /// The structure of `sql`'s rows (`name type, ...`): as described before, or by
-    /// `describe` now.
+    /// The structure of `sql`'s rows: as described before, or by `describe` now.
     pub fn structure(
         &self,
         sql: &str,
-        describe: impl FnOnce() -> Result<String, String>,
-    ) -> Result<String, String> {
+        describe: impl FnOnce() -> Result<Structure, String>,
+    ) -> Result<Structure, String> {
         if let Some(s) = self.lock().by_sql.get(sql) {
             return Ok(s.clone());
         }
         let structure = describe()?;
         let mut kept = self.lock();
-        let size = sql.len() + structure.len();
+        let size = sql.len() + structure.bytes();
         if kept.by_sql.len() >= SHAPES_KEPT || kept.bytes + size > SHAPE_BYTES_KEPT {
             *kept = Kept::default();
         }
@@ -67,6 +68,11 @@ impl Shapes {
 mod tests {
     use super::*;
 
+    /// A structure of one column.
+    fn one(name: &str, ty: &str) -> Structure {
+        Structure(vec![(format!("`{name}`"), ty.to_string())])
+    }
+
     #[test]
     fn a_shape_is_described_once() {
         let shapes = Shapes::default();
@@ -75,18 +81,19 @@ mod tests {
             let s = shapes
                 .structure("SELECT 1 AS x", || {
                     asked += 1;
-                    Ok("`x` UInt8".into())
+                    Ok(one("x", "UInt8"))
                 })
                 .unwrap();
-            assert_eq!(s, "`x` UInt8");
+            assert_eq!(s.text(), "`x` UInt8");
         }
         assert_eq!(asked, 1);
         // A failed description is not kept.
         assert!(shapes.structure("SELECT y", || Err("no y".into())).is_err());
         assert_eq!(
             shapes
-                .structure("SELECT y", || Ok("`y` Int64".into()))
-                .unwrap(),
+                .structure("SELECT y", || Ok(one("y", "Int64")))
+                .unwrap()
+                .text(),
             "`y` Int64"
         );
     }
@@ -96,14 +103,14 @@ mod tests {
         let shapes = Shapes::default();
         for i in 0..(SHAPES_KEPT * 2 + 3) {
             shapes
-                .structure(&format!("SELECT {i}"), || Ok("`x` UInt64".into()))
+                .structure(&format!("SELECT {i}"), || Ok(one("x", "UInt64")))
                 .unwrap();
         }
         assert!(shapes.len() <= SHAPES_KEPT);
         let big = "x".repeat(SHAPE_BYTES_KEPT / 2);
         for i in 0..5 {
             shapes
-                .structure(&format!("{big}{i}"), || Ok(String::new()))
+                .structure(&format!("{big}{i}"), || Ok(Structure::default()))
                 .unwrap();
             assert!(shapes.lock().bytes <= SHAPE_BYTES_KEPT);
         }
