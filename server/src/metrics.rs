@@ -48,6 +48,8 @@ pub struct Metrics {
     /// `SHOW` answers and shares, by whether they were kept from an earlier read
     /// ([`crate::query::remember`]).
     pub series_answers: IntCounterVec,
+    /// Reads run again, by why ([`READ_RETRY_STALE_VIEW`], [`READ_RETRY_OWN_SHARE`]).
+    pub read_retries: IntCounterVec,
     pub table_parts: IntGaugeVec,
     pub series: IntGauge,
     pub series_limit: IntGauge,
@@ -64,6 +66,12 @@ pub struct Metrics {
 /// [`OTHER_TABLES`]. Table names come from writers, so without a cap a client could make
 /// the scrape (and Prometheus) as large as it likes.
 pub const MAX_TABLE_LABELS: usize = 200;
+
+/// `read_retries_total{reason}`: a hand-off began or moved during the read.
+pub const READ_RETRY_STALE_VIEW: &str = "stale_handoff_view";
+
+/// `read_retries_total{reason}`: this pod's share failed inside the gathering query.
+pub const READ_RETRY_OWN_SHARE: &str = "own_share";
 
 /// The label value standing for every table past [`MAX_TABLE_LABELS`].
 pub const OTHER_TABLES: &str = "_other";
@@ -194,6 +202,13 @@ impl Metrics {
                     "Reads of the series table alone (SHOW statements, and their shares for a gathering pod), by how they were answered: kept (the series table is unchanged since the same read) or read"
                 ),
                 &["how"]
+            )),
+            read_retries: reg!(IntCounterVec::new(
+                Opts::new(
+                    "read_retries_total",
+                    "Reads across the tenant run again, by reason: stale_handoff_view (a hand-off began or moved during the read) or own_share (this pod's share, computed in the gathering query, failed and is read over url() like a peer's)"
+                ),
+                &["reason"]
             )),
             table_parts: reg!(IntGaugeVec::new(
                 Opts::new("table_parts", "Active MergeTree parts per table"),

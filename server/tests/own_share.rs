@@ -113,3 +113,79 @@ fn a_pod_listening_on_every_address_reads_its_own_share_in_place() {
         "pod 0 answered {asked} requests of its own SHOW reads"
     );
 }
+
+/// A share computed in place that fails without naming a pod is read again with this pod's
+/// share over `url()`, like a peer's, so that the error names the pod whose share failed
+/// (and a share that ran out of memory gets the endpoint's retry on one thread). Here pod 0
+/// may read at most 100 rows (`query.max_rows_to_read`) and holds 500 of the measurement:
+/// its share fails in place, then again at its endpoint, which names it.
+#[test]
+fn a_share_that_fails_in_place_is_read_again_over_url_and_its_pod_named() {
+    let ports: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
+    let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let peers = addrs.join(",");
+    let env = [
+        ("SLUICE_CLUSTER_PEERS", peers.as_str()),
+        ("SLUICE_CLUSTER_TOKEN", TOKEN),
+    ];
+    let mut limited = env.to_vec();
+    limited.push(("SLUICE_QUERY_MAX_ROWS_TO_READ", "100"));
+    let pods: Vec<Server> = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| Server::start_at(a, if i == 0 { &limited } else { &env }))
+        .collect();
+    for (i, pod) in pods.iter().enumerate() {
+        let n = if i == 0 { 500 } else { 5 };
+        let body: Vec<String> = (0..n)
+            .map(|k| format!("cpu,host=p{i} value={k} {}", 1_600_000_000 + k))
+            .collect();
+        let w = pod.write("db=g&precision=s", &body.join("\n"));
+        assert_eq!(w.status, 204, "{}", w.body);
+    }
+    let per_host = "SELECT count(value) FROM cpu WHERE time >= 1599998400s AND time < 1600002000s GROUP BY time(1h), host";
+
+    // Pod 1 reads pod 0 over `url()`: its endpoint refuses the share and is named.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let error = |pod: &Server| {
+        let v = query(pod, per_host);
+        v["results"][0]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    loop {
+        let err = error(&pods[1]);
+        if err.contains("max_rows_to_read") || err.contains("TOO_MANY_ROWS") {
+            assert!(err.contains(&addrs[0]), "{err}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pod 1 read pod 0's 500 rows: {err}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Pod 0 computes its share in place (it listens on its own address), which fails with
+    // the engine's limit alone; read again over `url()`, its endpoint answers the share
+    // with an error that names it.
+    let before = shares_answered(&pods[0]);
+    let err = error(&pods[0]);
+    assert!(
+        err.contains("answered with an error") && err.contains(&addrs[0]),
+        "pod 0's own failed share is not named: {err}"
+    );
+    assert!(
+        shares_answered(&pods[0]) > before,
+        "pod 0 did not read its own share again over url()"
+    );
+    let metrics = pods[0].request("GET", "/metrics", &[], b"").body;
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("sluice_read_retries_total{reason=\"own_share\"} ")
+                && !l.ends_with(" 0")
+        ),
+        "read_retries_total{{reason=\"own_share\"}} did not count it"
+    );
+}

@@ -322,6 +322,10 @@ async fn run_tenant_sql(
             Err(Some(QueryError::Engine(msg)))
                 if attempt == 0 && msg.contains(crate::handoff::STALE_VIEW) =>
             {
+                app.metrics
+                    .read_retries
+                    .with_label_values(&[crate::metrics::READ_RETRY_STALE_VIEW])
+                    .inc();
                 app.views.clear();
             }
             Err(e) => return failed_stream(app, e),
