@@ -22,7 +22,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use sluice_core::config::ClusterConfig;
 use sluice_core::names::quote_str;
@@ -32,6 +32,21 @@ pub const PARTIAL_PATH: &str = "/internal/v1/partial";
 
 /// How long a pod that could not find itself among its peers waits before looking again.
 pub const OWN_ADDR_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How often a pod asks the address it learned as its own whether it still answers there
+/// with this process's boot id: a host whose address changed while the process lives, and
+/// whose old address another pod then took, would otherwise read that pod's share as its
+/// own and count its own twice.
+pub const OWN_ADDR_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// This pod's address among its peers' as learned from their answers, and when it was last
+/// looked for and last confirmed.
+#[derive(Default)]
+struct Own {
+    learned: Option<SocketAddr>,
+    looked: Option<Instant>,
+    checked: Option<Instant>,
+}
 
 /// Where a pod announces that it joins or leaves (see [`announce`]).
 pub const PEERS_PATH: &str = "/internal/v1/peers";
@@ -68,9 +83,8 @@ pub struct Cluster {
     listen: Option<SocketAddr>,
     /// Set while this pod announces that it joins (see [`announce::announce`]).
     joining: AtomicBool,
-    /// Where this pod answers its peers, and when it was last looked for (see
-    /// [`Cluster::own_addr`]).
-    own: Mutex<(Option<SocketAddr>, Option<std::time::Instant>)>,
+    /// Where this pod answers its peers (see [`Cluster::own_addr`]).
+    own: Mutex<Own>,
 }
 
 impl Cluster {
@@ -105,7 +119,7 @@ impl Cluster {
             members: Mutex::new(members::Members::default()),
             listen: listen.parse().ok(),
             joining: AtomicBool::new(false),
-            own: Mutex::new((None, None)),
+            own: Mutex::new(Own::default()),
         })
     }
 
@@ -247,14 +261,58 @@ impl Cluster {
     /// listen there). A gathering pod reads its own share without a round trip to itself
     /// there. Never guessed from a name, which could send this pod's share to another pod.
     pub fn own_addr(&self) -> Option<SocketAddr> {
-        let known = self.own.lock().unwrap_or_else(|p| p.into_inner()).0;
+        let known = self.own().learned;
         known.or_else(|| self.listen.filter(|a| !a.ip().is_unspecified()))
     }
 
-    /// Records that `addr` answered with this process's boot id: it is this pod, for as long
-    /// as the process lives (another pod cannot take its address meanwhile).
+    fn own(&self) -> std::sync::MutexGuard<'_, Own> {
+        self.own.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that `addr` answered with this process's boot id: it is this pod, until an
+    /// answer there says otherwise ([`Cluster::own_addr_to_check`]).
     pub fn learn_own_addr(&self, addr: SocketAddr) {
-        self.own.lock().unwrap_or_else(|p| p.into_inner()).0 = Some(addr);
+        let mut own = self.own();
+        own.learned = Some(addr);
+        own.checked = Some(Instant::now());
+    }
+
+    /// Forgets `addr` as this pod's own (it answered with another process's boot id, or not
+    /// at all); the pod reads its share over `url()` like any pod's until it finds itself
+    /// again.
+    pub fn forget_own_addr(&self, addr: SocketAddr) {
+        let mut own = self.own();
+        if own.learned == Some(addr) {
+            tracing::warn!(%addr, "this pod no longer answers at the address it learned as its own");
+            own.learned = None;
+            own.looked = None;
+        }
+    }
+
+    /// Whether the learned address is due to be asked again ([`OWN_ADDR_CHECK`]).
+    pub fn own_addr_check_due(&self) -> bool {
+        Self::check_due(&self.own(), Instant::now())
+    }
+
+    /// The learned address, when it is due to be asked again; it then counts as asked.
+    pub fn own_addr_to_check(&self) -> Option<SocketAddr> {
+        self.own_addr_to_check_at(Instant::now())
+    }
+
+    fn own_addr_to_check_at(&self, now: Instant) -> Option<SocketAddr> {
+        let mut own = self.own();
+        if !Self::check_due(&own, now) {
+            return None;
+        }
+        own.checked = Some(now);
+        own.learned
+    }
+
+    fn check_due(own: &Own, now: Instant) -> bool {
+        own.learned.is_some()
+            && own
+                .checked
+                .is_none_or(|t| now.duration_since(t) >= OWN_ADDR_CHECK)
     }
 
     /// Whether to look for this pod's address among `among` (the pods' addresses now): it is
@@ -265,15 +323,15 @@ impl Cluster {
         if self.own_addr().is_some_and(|a| among.contains(&a)) {
             return false;
         }
-        let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
-        let now = std::time::Instant::now();
+        let mut own = self.own();
+        let now = Instant::now();
         if own
-            .1
+            .looked
             .is_some_and(|t| now.duration_since(t) < OWN_ADDR_RETRY)
         {
             return false;
         }
-        own.1 = Some(now);
+        own.looked = Some(now);
         true
     }
 
@@ -432,6 +490,47 @@ mod tests {
             elsewhere.own_addr(),
             Some(learned),
             "what answered as this pod wins"
+        );
+    }
+
+    /// A learned address is asked again every OWN_ADDR_CHECK, and forgotten when it does not
+    /// answer as this pod; a specific listen address is never in doubt.
+    #[test]
+    fn a_learned_own_address_is_checked_again_and_forgotten_when_another_answers() {
+        let cfg = ClusterConfig {
+            peers: vec!["a.pods:8086".into(), "b.pods:8086".into()],
+            token: Some("t".into()),
+            ..Default::default()
+        };
+        let specific = Cluster::new(&cfg, "127.0.0.2:8086").unwrap();
+        assert!(!specific.own_addr_check_due());
+        assert_eq!(specific.own_addr_to_check(), None);
+
+        let every = Cluster::new(&cfg, "0.0.0.0:8086").unwrap();
+        let learned: SocketAddr = "10.0.0.7:8086".parse().unwrap();
+        let other: SocketAddr = "10.0.0.8:8086".parse().unwrap();
+        every.learn_own_addr(learned);
+        let now = Instant::now();
+        assert!(!every.own_addr_check_due(), "just learned");
+        assert_eq!(every.own_addr_to_check_at(now), None);
+        let later = now + OWN_ADDR_CHECK;
+        assert_eq!(every.own_addr_to_check_at(later), Some(learned));
+        assert_eq!(
+            every.own_addr_to_check_at(later),
+            None,
+            "asked once per interval"
+        );
+        every.forget_own_addr(other);
+        assert_eq!(
+            every.own_addr(),
+            Some(learned),
+            "only the learned one is forgotten"
+        );
+        every.forget_own_addr(learned);
+        assert_eq!(every.own_addr(), None);
+        assert!(
+            every.should_look_for_own_addr(&[learned, other]),
+            "looked for again at once"
         );
     }
 

@@ -52,27 +52,40 @@ impl Gather<'_> {
         let what = Partial::SeriesVersion.encode();
         let wait = self.app.cfg.cluster.connect_timeout;
         let auth = format!("Bearer {}", self.token);
+        // This pod's own is asked like another's when its learned address is due a check.
+        let check = self.app.cluster.own_addr_to_check();
         let ask = |a: &SocketAddr| {
-            if Some(*a) == own {
+            if Some(*a) == own && check != Some(*a) {
                 return Some(format!("{a}={local} "));
             }
+            let checked = |ours: bool| {
+                if !ours && check == Some(*a) {
+                    self.app.cluster.forget_own_addr(*a);
+                }
+            };
             let url = format!("http://{a}{}?p={what}", cluster::PARTIAL_PATH);
-            let r = self
+            let answer = self
                 .app
                 .peer_agent
                 .get(&url)
                 .timeout(wait)
                 .set("Authorization", &auth)
                 .call()
-                .ok()?;
-            let v = r.into_string().ok()?;
-            let v = v.trim();
-            if !is_series_version(v) {
+                .ok()
+                .and_then(|r| r.into_string().ok());
+            let Some(v) = answer
+                .as_deref()
+                .map(str::trim)
+                .filter(|v| is_series_version(v))
+            else {
+                checked(false);
                 return None;
-            }
-            if v.split('.').next() == Some(boot) {
+            };
+            let ours = v.split('.').next() == Some(boot);
+            if ours {
                 self.app.cluster.learn_own_addr(*a);
             }
+            checked(ours);
             Some(format!("{a}={v} "))
         };
         // This pod's own and one other pod's on this thread, the others' on a thread each,
@@ -105,11 +118,14 @@ impl Gather<'_> {
     }
 
     /// Whether this pod knows its own address among the pods ([`Urls::url_with_own`]); when
-    /// it does not, and has not looked lately, it asks every pod's series version, which
-    /// tells it.
+    /// it does not, and has not looked lately, or its learned address is due a check
+    /// ([`crate::cluster::OWN_ADDR_CHECK`]), it asks every pod's series version, which tells
+    /// it.
     pub fn knows_own(&self) -> bool {
         let addrs: Vec<SocketAddr> = self.peers.borrow().iter().filter_map(|p| p.addr).collect();
-        if self.app.cluster.should_look_for_own_addr(&addrs) {
+        if self.app.cluster.should_look_for_own_addr(&addrs)
+            || self.app.cluster.own_addr_check_due()
+        {
             let _ = self.series_versions();
         }
         self.own().is_some_and(|a| addrs.contains(&a))
