@@ -347,6 +347,7 @@ mod tests {
             tag_keys: vec![],
             now: 7,
             handed: vec![],
+            ordered_sums: false,
         };
         assert_eq!(
             select.timeless(),
@@ -408,6 +409,7 @@ mod tests {
             tag_keys: vec!["host".into()],
             now: 1,
             handed: vec![(3, vec!["t".to_string()])],
+            ordered_sums: false,
         };
         let e = p.encode();
         assert!(e

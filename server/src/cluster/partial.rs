@@ -55,6 +55,10 @@ pub enum Partial {
         /// pairs: an internally tagged enum cannot carry a map with number keys.
         #[serde(default)]
         handed: Vec<(u64, Vec<String>)>,
+        /// `mean` and `sum` add their points in time order (`holt_winters()`'s input; see
+        /// [`crate::query::plan::Source::ordered_sums`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        ordered_sums: bool,
     },
     /// A leaving pod's series rows, for the pod receiving its data (`Native`).
     HandoffSeries,

@@ -103,7 +103,11 @@ pub(super) fn select(
         Some(g) => {
             // The pods plan the innermost statement from its text, as they plan a request's.
             let q = statement.to_string();
-            let text = Statement { q: &q, index: 0 };
+            let text = Statement {
+                q: &q,
+                index: 0,
+                ordered_sums: false,
+            };
             let finish = |sql: &str| Some(answer.sql(sql));
             let one = src.one();
             let Some(rows) = gathered(ctx, g, statement, &one, &text, one_thread, &finish)? else {
@@ -160,6 +164,7 @@ fn around(
         series: Some(&series),
         series_ids: None,
         series_tags: None,
+        ordered_sums: false,
     };
     let Some(plan) =
         plan::plan(outer, &src, ctx.now_ns, plan::Mode::Whole).map_err(|e| e.to_string())?

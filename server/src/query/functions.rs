@@ -22,6 +22,10 @@ pub struct States {
     /// The aggregates of the first phase, `(function, parameters, arguments)`; the `i`th is
     /// the column `__sl_s<i>`.
     partial: Vec<(String, String, String)>,
+    /// Whether `mean` and `sum` of a float field add their points in time order: the engine
+    /// adds them in the order it reads them (a bucket split over parts or pods adds partial
+    /// sums), which can differ in the last bit, and `holt_winters()` fits its model to them.
+    ordered_sums: bool,
 }
 
 impl States {
@@ -30,7 +34,30 @@ impl States {
             two_phase,
             in_key_order,
             partial: Vec::new(),
+            ordered_sums: false,
         }
+    }
+
+    /// With `mean` and `sum` of float fields added in time order (see the field).
+    pub fn with_ordered_sums(mut self, ordered: bool) -> Self {
+        self.ordered_sums = ordered;
+        self
+    }
+
+    /// The sum of the float values `x` of a bucket's points, added one after the other in
+    /// time order (ties by value), and how many there were: the same bits however the points
+    /// are split among parts and pods, and InfluxDB's own order for one series. Each point is
+    /// kept (16 bytes) until its bucket is summed.
+    fn ordered_sum(&mut self, x: &str) -> (String, String) {
+        let points = self.agg(
+            "groupArrayIf",
+            None,
+            &format!("(m.time, toFloat64(assumeNotNull({x}))), {x} IS NOT NULL"),
+        );
+        (
+            format!("arrayFold((acc, p) -> acc + p.2, arraySort({points}), toFloat64(0))"),
+            format!("length({points})"),
+        )
     }
 
     /// A selector's ordering key: packed into one number ([`order_key::key`]) for a hash
@@ -186,6 +213,13 @@ pub fn call_sql(
                 "{name}() takes a numeric field: {f} is a {t} field"
             )));
         }
+    }
+    if states.ordered_sums && ty == Some(FieldType::Float) && matches!(name, "mean" | "sum") {
+        let (sum, n) = states.ordered_sum(&x);
+        return Ok(match name {
+            "mean" => format!("if({n} = 0, NULL, {sum} / {n})"),
+            _ => format!("if({n} = 0, NULL, {sum})"),
+        });
     }
     let mut agg = |f: &str, args: &str| states.agg(f, None, args);
     Ok(match name {

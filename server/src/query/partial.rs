@@ -128,6 +128,7 @@ pub fn select_sql(
     now: i64,
     handed: &Handed,
     mode: Mode,
+    ordered_sums: bool,
 ) -> Result<Option<plan::Plan>, String> {
     let table = table_sql(app, &table_name(db, rp, measurement), fields, handed)?;
     let src = plan::Source {
@@ -139,6 +140,7 @@ pub fn select_sql(
         series: None,
         series_ids: None,
         series_tags: None,
+        ordered_sums,
     };
     super::series_ids::plan_reading(app, sel, &src, now, mode).map_err(|e| e.to_string())
 }
@@ -184,6 +186,7 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
             tag_keys,
             now,
             handed,
+            ordered_sums,
         } => {
             let sel = select_of(q, *statement)?;
             let fields = typed(fields)?;
@@ -199,6 +202,7 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
                 *now,
                 &handed,
                 Mode::Partial,
+                *ordered_sums,
             )? {
                 Some(plan) => {
                     return Ok(Some(PartialSql {

@@ -62,6 +62,10 @@ pub struct Source<'a> {
     /// series, [`super::series_ids::MAX_TAGGED`]): a plan grouped by tags then names them
     /// instead of joining the series table ([`super::inline_tags`]).
     pub series_tags: Option<&'a [super::series_ids::Tags]>,
+    /// Whether `mean` and `sum` of a float field add their points in time order
+    /// ([`super::functions::States::ordered_sums`]): `holt_winters()`'s input, whose fit can
+    /// turn a last-bit difference into another forecast.
+    pub ordered_sums: bool,
 }
 
 /// The series table's condition for the series `stmt`'s tag conditions select in `src`;
@@ -408,6 +412,7 @@ pub(super) fn with_test_source<R>(f: impl FnOnce(&Source) -> R) -> R {
         series: None,
         series_ids: None,
         series_tags: None,
+        ordered_sums: false,
     })
 }
 

@@ -24,6 +24,7 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outc
     let text = Statement {
         q: ctx.req.q,
         index: id,
+        ordered_sums: false,
     };
     let mut series = Vec::new();
     // Each measurement's groups of series, which `SLIMIT` and `SOFFSET` count.
@@ -104,7 +105,10 @@ pub(super) fn measurement_rows(
     each: &mut EachRows,
 ) -> Result<(), String> {
     for found in resolve(ctx, sel, m)? {
-        let one = found.one();
+        let one = One {
+            ordered_sums: text.ordered_sums,
+            ..found.one()
+        };
         let Some((p, rows)) = (match &ctx.gather {
             None => select_here(ctx, sel, &one)?,
             Some(g) => select_gathered(ctx, g, sel, &one, text)?,
@@ -134,6 +138,7 @@ impl Resolved {
             measurement: &self.name,
             fields: &self.fields,
             tag_keys: &self.tag_keys,
+            ordered_sums: false,
         }
     }
 }
@@ -175,6 +180,8 @@ pub(super) struct One<'a> {
     pub(super) measurement: &'a str,
     pub(super) fields: &'a Fields,
     pub(super) tag_keys: &'a [String],
+    /// See [`plan::Source::ordered_sums`].
+    pub(super) ordered_sums: bool,
 }
 
 type Planned = Option<(plan::Plan, shape::Rows)>;
@@ -220,6 +227,7 @@ pub(super) fn plan_here(
         series: None,
         series_ids: None,
         series_tags: None,
+        ordered_sums: one.ordered_sums,
     };
     super::series_ids::plan_reading(ctx.app, sel, &src, ctx.now_ns, plan::Mode::Whole)
         .map_err(|e| e.to_string())
@@ -249,6 +257,8 @@ fn select_gathered(
 pub(super) struct Statement<'a> {
     pub(super) q: &'a str,
     pub(super) index: usize,
+    /// See [`plan::Source::ordered_sums`].
+    pub(super) ordered_sums: bool,
 }
 
 /// The plan source of a gathering pod's part (its table is the pods' shares).
@@ -262,6 +272,7 @@ pub(super) fn final_source<'a>(one: &One<'a>) -> plan::Source<'a> {
         series: None,
         series_ids: None,
         series_tags: None,
+        ordered_sums: one.ordered_sums,
     }
 }
 
@@ -300,6 +311,7 @@ pub(super) fn gathered(
         tag_keys: one.tag_keys.to_vec(),
         now: ctx.now_ns,
         handed: crate::handoff::to_pairs(ctx.view.handed()),
+        ordered_sums: one.ordered_sums,
     };
     let changes = ctx.app.handoff.changes();
     let own = own_share(ctx, g, sel, one)?;
@@ -344,6 +356,7 @@ fn share(
         ctx.now_ns,
         ctx.view.handed(),
         mode,
+        one.ordered_sums,
     )
 }
 

@@ -397,10 +397,12 @@ pub fn queries() -> Vec<String> {
     q
 }
 
-/// `holt_winters()` of a mean over several series, compared within [`FITTED`]: a bucket's
-/// mean differs from InfluxDB's in its last bit where the two sum the points in another order
-/// (InfluxDB adds partial means times their counts), and the model's fit carries that to
-/// about 1e-9 of the forecast. The fit itself is InfluxDB's to the bit on InfluxDB's own
+/// `holt_winters()` of a mean over several series, compared with InfluxDB's within
+/// [`FITTED`]: a bucket's mean differs from InfluxDB's in its last bit where the two sum the
+/// points in another order (InfluxDB orders points of one time by its merge, and adds partial
+/// means times their counts), and on this data the model's fit carries that to about 1e-9 of
+/// the forecast (on other data it can land elsewhere). Across pods the forecast is one pod's
+/// to the bit: both add each bucket's points in time order. The fit itself is InfluxDB's to the bit on InfluxDB's own
 /// means (`forecast.rs`, `forecasts_are_influxdbs_to_the_last_bit`).
 pub fn fitted_queries() -> Vec<String> {
     let range = format!("time >= {} and time <= {}", ms(T0), ms(T0 + 599));

@@ -28,7 +28,8 @@ impl Query<'_> {
         let mut states = functions::States::new(
             two_phase || !matches!(self.mode, Mode::Whole),
             self.in_key_order(),
-        );
+        )
+        .with_ordered_sums(self.src.ordered_sums);
         let calls = self.calls(exprs, bucketing.as_ref(), &mut states)?;
         let floor: Vec<String> = self
             .tail_floor(exprs, bucketing.is_some())
