@@ -295,6 +295,12 @@ impl Metrics {
         self.points_offered.inc_by(offered);
     }
 
+    /// Counts a read across the tenant run again, for `reason` ([`READ_RETRY_STALE_VIEW`],
+    /// [`READ_RETRY_OWN_SHARE`]).
+    pub fn read_retried(&self, reason: &str) {
+        self.read_retries.with_label_values(&[reason]).inc();
+    }
+
     pub fn render(&self) -> Vec<u8> {
         let families = {
             let _between_writes = self.write_counts.write().unwrap_or_else(|p| p.into_inner());

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::tenant::{next, seed, Tenant, TOKEN};
+use common::tenant::{next, read_retries, seed, Tenant, TOKEN};
 use common::Server;
 use serde_json::Value;
 
@@ -649,16 +649,6 @@ fn a_series_received_in_a_hand_off_is_in_the_receivers_reads_by_tag() {
     std::thread::sleep(Duration::from_millis(1100));
     assert_eq!(host_sum(&t.pods[0], "solo"), 5.0);
     assert_eq!(host_sum(&t.pods[0], "both"), 2.0);
-}
-
-/// `read_retries_total{reason}` of `pod`.
-fn read_retries(pod: &Server, reason: &str) -> u64 {
-    let metrics = pod.request("GET", "/metrics", &[], b"").body;
-    let line = format!("sluice_read_retries_total{{reason=\"{reason}\"}} ");
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(line.as_str())?.parse::<f64>().ok())
-        .unwrap_or(0.0) as u64
 }
 
 /// A pod that computed its own share inside its gathering query, planned while it took part

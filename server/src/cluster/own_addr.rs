@@ -112,15 +112,20 @@ mod tests {
     use super::*;
     use sluice_core::config::ClusterConfig;
 
+    /// A tenant of two pods by name, with a token.
+    fn two_pods() -> ClusterConfig {
+        ClusterConfig {
+            peers: vec!["a.pods:8086".into(), "b.pods:8086".into()],
+            token: Some("t".into()),
+            ..Default::default()
+        }
+    }
+
     /// A pod finds itself among its peers only by what cannot be another pod: the specific
     /// address it listens on, or an address that answered with its boot id.
     #[test]
     fn a_pod_knows_its_own_address_only_from_its_listener_or_its_boot_id() {
-        let cfg = ClusterConfig {
-            peers: vec!["a.pods:8086".into(), "b.pods:8086".into()],
-            token: Some("t".into()),
-            ..Default::default()
-        };
+        let cfg = two_pods();
         let own: SocketAddr = "127.0.0.2:8086".parse().unwrap();
         let specific = Cluster::new(&cfg, "127.0.0.2:8086").unwrap();
         assert_eq!(specific.own_addr(), Some(own));
@@ -158,11 +163,7 @@ mod tests {
     /// answer as this pod; a specific listen address is never in doubt.
     #[test]
     fn a_learned_own_address_is_checked_again_and_forgotten_when_another_answers() {
-        let cfg = ClusterConfig {
-            peers: vec!["a.pods:8086".into(), "b.pods:8086".into()],
-            token: Some("t".into()),
-            ..Default::default()
-        };
+        let cfg = two_pods();
         let specific = Cluster::new(&cfg, "127.0.0.2:8086").unwrap();
         assert!(!specific.own_addr_check_due());
         assert_eq!(specific.own_addr_to_check(), None);

@@ -323,9 +323,7 @@ async fn run_tenant_sql(
                 if attempt == 0 && msg.contains(crate::handoff::STALE_VIEW) =>
             {
                 app.metrics
-                    .read_retries
-                    .with_label_values(&[crate::metrics::READ_RETRY_STALE_VIEW])
-                    .inc();
+                    .read_retried(crate::metrics::READ_RETRY_STALE_VIEW);
                 app.views.clear();
             }
             Err(e) => return failed_stream(app, e),

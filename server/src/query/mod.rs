@@ -164,9 +164,7 @@ pub fn run(app: &App, req: &Request) -> Answer {
     if let Answer::Results { results, .. } = &answer {
         if results.iter().any(stale) {
             app.metrics
-                .read_retries
-                .with_label_values(&[crate::metrics::READ_RETRY_STALE_VIEW])
-                .inc();
+                .read_retried(crate::metrics::READ_RETRY_STALE_VIEW);
             app.views.clear();
             return run_once(app, req);
         }

@@ -81,6 +81,16 @@ pub fn write_doubling(pods: &[Server]) -> Vec<u64> {
     counts
 }
 
+/// `sluice_read_retries_total{reason}` of `pod`: its reads across the tenant run again.
+pub fn read_retries(pod: &Server, reason: &str) -> u64 {
+    let metrics = pod.request("GET", "/metrics", &[], b"").body;
+    let line = format!("sluice_read_retries_total{{reason=\"{reason}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(line.as_str())?.parse::<f64>().ok())
+        .unwrap_or(0.0) as u64
+}
+
 /// The test's seed, printed, so a failure can be run again with the same spread.
 pub fn seed() -> u64 {
     let seed = super::test_seed();

@@ -175,9 +175,7 @@ impl<'a> Gather<'a> {
                 tracing::debug!(error = %msg, "reading again with this pod's share over url()");
                 self.app
                     .metrics
-                    .read_retries
-                    .with_label_values(&[crate::metrics::READ_RETRY_OWN_SHARE])
-                    .inc();
+                    .read_retried(crate::metrics::READ_RETRY_OWN_SHARE);
                 self.inline_own.set(false);
                 continue;
             }
