@@ -43,18 +43,22 @@ impl Pool {
     }
 
     /// A connection opened like the pool's with `extra`'s settings, set before its read-only
-    /// mode (which would refuse them).
+    /// mode (which would refuse them), each in place of the pool's value of that setting.
     pub(super) fn open_with(
         &self,
         extra: &ReadSettings,
         threads_free_memory: u64,
     ) -> Result<Connection, QueryError> {
+        let extra = extra.args(threads_free_memory);
+        let key = |a: &str| a.split_once('=').map_or(a, |(k, _)| k).to_string();
+        let replaced: Vec<String> = extra.iter().map(|a| key(a)).collect();
         let (readonly, mut args): (Vec<String>, Vec<String>) = self
             .args
             .iter()
+            .filter(|a| !replaced.contains(&key(a)))
             .cloned()
             .partition(|a| a.starts_with("--readonly="));
-        args.extend(extra.args(threads_free_memory));
+        args.extend(extra);
         args.extend(readonly);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         Connection::open(&args)

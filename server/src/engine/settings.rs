@@ -31,6 +31,9 @@ pub struct ReadSettings {
     /// `enable_materialized_cte`: a `WITH name AS MATERIALIZED (...)` is computed once per
     /// query (a subquery's inner answer, which the outer statement reads twice).
     pub materialized_cte: bool,
+    /// What is left of the request's `query.timeout` (see `query::fetch::Budget`), in place of
+    /// the whole timeout every read has.
+    pub max_execution_time: Option<std::time::Duration>,
 }
 
 impl ReadSettings {
@@ -51,6 +54,9 @@ impl ReadSettings {
         }
         if self.materialized_cte {
             args.push("--enable_materialized_cte=1".into());
+        }
+        if let Some(t) = self.max_execution_time {
+            args.push(format!("--max_execution_time={}", t.as_secs_f64()));
         }
         args
     }

@@ -103,6 +103,10 @@ impl Bucketing {
             Some(_) => self.start_sql(&format!("toInt64({t})")),
         };
         let from = match self.min {
+            // An empty range (`time > 9223372036854775807`, or a lower bound past now() with
+            // none above) matches no row, and the engine refuses a fill that ends before it
+            // starts: there is nothing to fill.
+            Some(lo) if lo > self.max => return Ok(format!("ORDER BY {TAGS}, {TIME}")),
             Some(lo) => format!(" FROM {}", bound(lo)),
             None => String::new(),
         };
@@ -149,5 +153,15 @@ mod tests {
         ] {
             assert!(general.bucket_sql().contains(" % toInt64(60000000000)"));
         }
+    }
+
+    /// The engine refuses `WITH FILL FROM a TO b` with `a > b` (its exception reached the
+    /// user for `time > 9223372036854775807`); a range that matches nothing fills nothing.
+    #[test]
+    fn an_empty_range_fills_nothing() {
+        let past_max = minutes(Some(1_800_000_000_000_000_001), 0, None);
+        assert_eq!(past_max.fill_sql().unwrap(), "ORDER BY __sl_tags, __sl_t");
+        let at_max = minutes(Some(1_800_000_000_000_000_000), 0, None);
+        assert!(at_max.fill_sql().unwrap().contains("WITH FILL FROM "));
     }
 }

@@ -1,24 +1,52 @@
 //! Running a planned query within a request's result budget, and naming the `[query]` limit
 //! an engine error reports.
 
+use std::time::{Duration, Instant};
+
+use sluice_core::config::QueryConfig;
+
 use crate::app::App;
 use crate::engine::{QueryError, ReadSettings, Readers};
 
 use super::shape;
 
-/// What is left of a request's `query.max_result_bytes`: the rows of every query a request
-/// runs (several statements, a regex over many measurements) count against one bound.
+/// What is left of a request's `query.max_result_bytes` and `query.timeout`: the rows of
+/// every query a request runs (several statements, a regex over many measurements) count
+/// against one bound, and so does their time. Each engine query is bounded by the timeout
+/// too, but a statement over thousands of measurements runs thousands of them.
 pub struct Budget {
     max: u64,
     left: std::cell::Cell<u64>,
+    /// When the request's time runs out, and the `query.timeout` that set it (for messages).
+    deadline: Option<(Instant, Duration)>,
 }
 
+/// A query started with less than the timeout minus this left runs with what is left as its
+/// own limit: a connection of its own (a quarter of a millisecond), paid only by requests
+/// that already took this long.
+const TIME_LEFT_SLACK: Duration = Duration::from_secs(1);
+
 impl Budget {
+    /// A bound on bytes alone, for a request's own small reads (a ping).
     pub fn new(max: u64) -> Self {
         Self {
             max,
             left: std::cell::Cell::new(max),
+            deadline: None,
         }
+    }
+
+    /// A request's bounds: `query.max_result_bytes` and `query.timeout`, from now.
+    pub fn for_request(q: &QueryConfig) -> Self {
+        Self {
+            deadline: Some((Instant::now() + q.timeout, q.timeout)),
+            ..Self::new(q.max_result_bytes.0)
+        }
+    }
+
+    /// When the request's time runs out, if it is bounded.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline.map(|(at, _)| at)
     }
 
     /// Counts `bytes` of answer against what is left, or says the bound is passed.
@@ -35,6 +63,26 @@ impl Budget {
         format!(
             "the answer is larger than query.max_result_bytes ({} bytes, for all the statements of a request together): narrow the time range, add a LIMIT or a coarser GROUP BY time",
             self.max
+        )
+    }
+
+    /// The time a query started now may take, when it is less than a whole timeout by more
+    /// than [`TIME_LEFT_SLACK`]; an error naming the timeout once none is left.
+    fn time_left(&self) -> Result<Option<Duration>, String> {
+        let Some((at, timeout)) = self.deadline else {
+            return Ok(None);
+        };
+        let left = at.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Self::expired(timeout));
+        }
+        Ok((left + TIME_LEFT_SLACK < timeout).then_some(left))
+    }
+
+    fn expired(timeout: Duration) -> String {
+        format!(
+            "query stopped: it exceeded query.timeout ({}), which bounds all the reads of a request together: ask for fewer measurements or statements at once",
+            sluice_core::config::format_duration(timeout)
         )
     }
 }
@@ -85,6 +133,18 @@ pub(super) fn output_with(
     streamed: bool,
 ) -> Result<Vec<u8>, String> {
     let q = &app.cfg.query;
+    let limited;
+    let time_left = budget.time_left()?;
+    let settings = match time_left {
+        Some(time) => {
+            limited = ReadSettings {
+                max_execution_time: Some(time),
+                ..settings.clone()
+            };
+            &limited
+        }
+        None => settings,
+    };
     let left = budget.left.get();
     let mut out: Vec<u8> = Vec::new();
     let mut over = false;
@@ -112,9 +172,13 @@ pub(super) fn output_with(
             QueryError::Busy(n) => format!(
                 "all {n} query connections are busy for longer than query.queue_timeout; retry"
             ),
+            // The engine's own words would give what was left as its limit.
+            QueryError::Engine(msg) if time_left.is_some() && msg.contains("TIMEOUT_EXCEEDED") => {
+                Budget::expired(q.timeout)
+            }
             QueryError::Engine(msg) => match limit_hit(&app.cfg.query, &msg) {
                 Some(limit) => format!("query stopped: it exceeded {limit}: {msg}"),
-                None => msg,
+                None => statement_problem(&msg).unwrap_or(msg),
             },
         });
     // The planned SQL and its time, for `SLUICE_LOG=sluice_server::query=debug`: what a slow
@@ -149,6 +213,26 @@ pub(super) fn series_output(app: &App, budget: &Budget, sql: &str) -> Result<Vec
     Ok(out)
 }
 
+/// What an engine error says is wrong with the statement, in words that name it rather than
+/// the engine's exception (its code, class and a link), for the errors a statement can cause
+/// that its planning cannot see.
+fn statement_problem(msg: &str) -> Option<String> {
+    if let Some((_, rest)) = msg.split_once("cannot compile re2: ") {
+        // "<pattern>, error: <what>. Look at https://..."
+        let rest = rest.split_once(". Look at ").map_or(rest, |(r, _)| r);
+        return Some(match rest.rsplit_once(", error: ") {
+            Some((pattern, what)) => format!("invalid regular expression /{pattern}/: {what}"),
+            None => format!("invalid regular expression: {rest}"),
+        });
+    }
+    if msg.contains("Max query size exceeded") {
+        return Some(
+            "the statement's plan is larger than the engine reads (max_query_size, 256 KiB of SQL): ask for fewer fields or functions in one statement".into(),
+        );
+    }
+    None
+}
+
 /// The `[query]` limit an engine error reports hitting, named as in the config file.
 pub fn limit_hit(q: &sluice_core::config::QueryConfig, msg: &str) -> Option<String> {
     if msg.contains("TIMEOUT_EXCEEDED") {
@@ -172,5 +256,23 @@ pub fn limit_hit(q: &sluice_core::config::QueryConfig, msg: &str) -> Option<Stri
         Some(format!("query.max_rows_to_read ({})", q.max_rows_to_read))
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::statement_problem;
+
+    #[test]
+    fn a_statements_engine_errors_are_named_in_words() {
+        let re2 = "Code: 427. DB::Exception: OptimizedRegularExpression: cannot compile re2: a(, error: missing ): a(. Look at https://github.com/google/re2/wiki/Syntax for reference. (CANNOT_COMPILE_REGEXP)";
+        assert_eq!(
+            statement_problem(re2).as_deref(),
+            Some("invalid regular expression /a(/: missing ): a(")
+        );
+        let size = "Code: 62. DB::Exception: Max query size exceeded (can be increased with the `max_query_size` setting): Syntax error: failed at position 262144. (SYNTAX_ERROR)";
+        assert!(statement_problem(size)
+            .is_some_and(|m| m.contains("fewer fields") && !m.contains("DB::Exception")));
+        assert_eq!(statement_problem("Code: 60. DB::Exception: no table"), None);
     }
 }

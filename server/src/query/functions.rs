@@ -441,6 +441,10 @@ impl Transform {
     }
 }
 
+/// The widest `moving_average` window: the engine's window frame takes an offset below 2^31
+/// only, and a window this wide already needs a series of a billion values in one read.
+pub const MAX_MOVING_AVERAGE: i64 = 1 << 30;
+
 fn value_rank_col(c: &str) -> String {
     format!("{c}_rank")
 }
@@ -481,6 +485,11 @@ pub fn transform_of(e: &Expr, default_unit: i64) -> Result<Option<(Transform, &E
             }
         }),
         "moving_average" => match args.get(1) {
+            Some(Expr::Literal(Literal::Integer(n))) if *n > MAX_MOVING_AVERAGE => {
+                return Err(PlanError::Invalid(format!(
+                    "moving_average window must be at most {MAX_MOVING_AVERAGE}, got {n}"
+                )))
+            }
             Some(Expr::Literal(Literal::Integer(n))) if *n > 1 => {
                 Transform::MovingAverage(*n as u64)
             }
@@ -543,3 +552,29 @@ const TRANSFORMS: [&str; 7] = [
     "moving_average",
     "elapsed",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::{transform_of, Transform, MAX_MOVING_AVERAGE};
+
+    fn transform(f: &str) -> Result<Option<Transform>, String> {
+        let e = sluice_influxql::parse_expr(f).map_err(|e| e.to_string())?;
+        transform_of(&e, 1)
+            .map(|t| t.map(|(t, _)| t))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_moving_average_wider_than_the_engine_frames_is_refused_in_words() {
+        // The engine's own refusal ("Frame start offset ... must be a nonnegative 32-bit
+        // integer") would reach the user as its exception text.
+        assert_eq!(
+            transform("moving_average(v, 999999999999)").unwrap_err(),
+            "moving_average window must be at most 1073741824, got 999999999999"
+        );
+        assert!(matches!(
+            transform(&format!("moving_average(v, {MAX_MOVING_AVERAGE})")),
+            Ok(Some(Transform::MovingAverage(n))) if n == MAX_MOVING_AVERAGE as u64
+        ));
+    }
+}

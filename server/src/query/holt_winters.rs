@@ -328,7 +328,11 @@ pub(super) fn select(
         ordered_sums: true,
     };
     let epoch = time::epoch_unit(ctx.req.epoch);
-    let deadline = Instant::now() + ctx.app.cfg.query.timeout;
+    // The fit shares the request's time with its reads.
+    let deadline = ctx
+        .budget
+        .deadline()
+        .unwrap_or_else(|| Instant::now() + ctx.app.cfg.query.timeout);
     let mut series = Vec::new();
     for source in &inner.sources {
         let Source::Measurement(m) = source else {

@@ -187,7 +187,7 @@ fn run_once(app: &App, req: &Request) -> Answer {
     if statements.is_empty() {
         return Answer::ParseError("missing required parameter \"q\"".into());
     }
-    let budget = Budget::new(app.cfg.query.max_result_bytes.0);
+    let budget = Budget::for_request(&app.cfg.query);
     let gather = Gather::new(app, req.partial);
     let view = match &gather {
         None => Ok(View::local(&app.ingest.catalog)),

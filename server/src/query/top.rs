@@ -24,6 +24,10 @@ mod window;
 /// The bucket of a ranked point (a constant without `GROUP BY time`).
 const BUCKET: &str = "__sl_b";
 
+/// The most points `top()` and `bottom()` keep per group: the engine's bound on
+/// `groupArraySorted`, which keeps them.
+const MAX_KEPT: i64 = 16_777_215;
+
 /// The `top()` or `bottom()` call of a select list.
 #[derive(Debug)]
 pub(super) struct Ranked<'e> {
@@ -160,6 +164,11 @@ pub(super) fn ranked<'e>(
     if n < 1 {
         return Err(PlanError::Invalid(format!(
             "limit ({n}) in {name} function must be at least 1"
+        )));
+    }
+    if n > MAX_KEPT {
+        return Err(PlanError::Invalid(format!(
+            "limit ({n}) in {name} function must be at most {MAX_KEPT}"
         )));
     }
     let n = n as u64;

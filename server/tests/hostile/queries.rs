@@ -149,6 +149,68 @@ fn queries_are_bounded_and_refused_when_they_reach_outside() {
     survived(&s, before, 512 * MIB, "heavy queries");
 }
 
+/// `query.timeout` bounds an InfluxQL request as a whole, not each engine query of it: a
+/// statement over thousands of measurements (a few milliseconds each) ran on for minutes
+/// after its client had gone. And what a statement gets wrong that only the engine sees is
+/// named in words, not as the engine's exception.
+#[test]
+fn an_influxql_request_is_bounded_as_a_whole_and_its_errors_name_the_problem() {
+    let s = server(&[("SLUICE_QUERY_TIMEOUT", "1s")]);
+    let before = s.rss();
+    let influxql = |q: &str| {
+        let body = format!("db=canary&q={}", urlencode(q));
+        let ct = [("Content-Type", "application/x-www-form-urlencoded")];
+        let r = s.request("POST", "/query", &ct, body.as_bytes());
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body
+    };
+
+    let started = Instant::now();
+    let body = influxql(&format!("SELECT v FROM {}", vec!["canary"; 5000].join(",")));
+    assert!(
+        body.contains("query.timeout (1s), which bounds all the reads of a request together"),
+        "{}",
+        &body[..body.len().min(400)]
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+
+    for (q, error) in [
+        (
+            "SELECT v FROM canary WHERE host =~ /a(/",
+            "invalid regular expression /a(/: missing ): a(",
+        ),
+        (
+            "SELECT moving_average(v, 999999999999) FROM canary",
+            "moving_average window must be at most 1073741824, got 999999999999",
+        ),
+        (
+            "SELECT top(v, 99999999999) FROM canary",
+            "limit (99999999999) in top function must be at most 16777215",
+        ),
+        (
+            &format!(
+                "SELECT {} FROM canary",
+                vec!["percentile(v, 50)"; 3000].join(",")
+            ),
+            "the statement's plan is larger than the engine reads",
+        ),
+    ] {
+        let body = influxql(q);
+        assert!(body.contains(error), "{}: {body}", &q[..q.len().min(60)]);
+        assert!(!body.contains("DB::Exception"), "{body}");
+    }
+    // A range that ends before it starts matches nothing: no series, as InfluxDB answers.
+    let body = influxql(
+        "SELECT mean(v) FROM canary WHERE time > 9223372036854775807 GROUP BY time(1h) fill(0)",
+    );
+    assert_eq!(body.trim(), r#"{"results":[{"statement_id":0}]}"#);
+    survived(&s, before, 256 * MIB, "requests of many reads");
+}
+
 /// A `GROUP BY` past half its memory goes on in files under the data path instead of failing
 /// (3 M groups need about 131 MiB in memory), and the spill is bounded too.
 #[test]

@@ -32,7 +32,7 @@ pub fn tenant_sql(
     let (table, threads, missing) = match Gather::new(app, partial) {
         None => (format!("({inner})"), 2, vec![]),
         Some(g) => {
-            let budget = Budget::new(app.cfg.query.max_result_bytes.0);
+            let budget = Budget::for_request(&app.cfg.query);
             let view = g.view(&budget)?;
             if merges && view.handoff_under_way() {
                 return Err(HANDOFF_UNDER_WAY.into());

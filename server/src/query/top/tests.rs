@@ -56,6 +56,16 @@ fn refuses_what_influxdb_refuses_in_its_words() {
 }
 
 #[test]
+fn refuses_more_points_per_group_than_the_engine_keeps() {
+    // The engine's own refusal would reach the user as its exception text.
+    assert_eq!(
+        error("SELECT top(v, 99999999999) FROM m"),
+        "limit (99999999999) in top function must be at most 16777215"
+    );
+    assert!(check("SELECT bottom(v, 16777215) FROM m").is_ok());
+}
+
+#[test]
 fn names_what_sluice_does_not_run_yet() {
     assert!(error("SELECT top(v, 2) * u FROM m").contains("not supported by sluice yet"));
     assert!(error("SELECT top(v, 2) + top(v, 3) FROM m").contains("not supported by sluice yet"));
