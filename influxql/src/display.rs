@@ -159,9 +159,30 @@ impl Display for Expr {
                 }
                 f.write_char(')')
             }
-            Expr::Binary { lhs, op, rhs } => write!(f, "{lhs} {op} {rhs}"),
+            Expr::Binary { lhs, op, rhs } => match signed(lhs, *op, rhs) {
+                Some(sign) => write!(f, "{sign}{rhs}"),
+                None => write!(f, "{lhs} {op} {rhs}"),
+            },
             Expr::Paren(e) => write!(f, "({e})"),
         }
+    }
+}
+
+/// The sign a unary `-x` or `+x` was read from: the parser makes it `-1 * x` (as InfluxDB
+/// does), which printed that way would bind to what stands before it (`a / -b` would come
+/// back as `(a / -1) * b`). Printed as the sign it parses back to the same tree. Only operands
+/// the sign can be read before qualify: a literal after a sign folds into it, and `DISTINCT`,
+/// wildcards and regexes cannot follow one.
+fn signed(lhs: &Expr, op: BinaryOp, rhs: &Expr) -> Option<char> {
+    let sign = match (lhs, op) {
+        (Expr::Literal(Literal::Integer(-1)), BinaryOp::Mul) => '-',
+        (Expr::Literal(Literal::Integer(1)), BinaryOp::Mul) => '+',
+        _ => return None,
+    };
+    match rhs {
+        Expr::VarRef { .. } | Expr::Paren(_) => Some(sign),
+        Expr::Call { name, .. } if name != "distinct" => Some(sign),
+        _ => None,
     }
 }
 
@@ -294,6 +315,9 @@ mod tests {
             "SELECT mean(\"value\") AS m, max(n) FROM \"db\".\"rp\".cpu, /^m/ WHERE host = 'a' AND time > now() - 1h GROUP BY time(1m, 15s), \"host\", * fill(previous) ORDER BY time DESC LIMIT 3 OFFSET 1 SLIMIT 2 SOFFSET 1 tz('Europe/Paris')",
             "SELECT sum(\"max\") FROM (SELECT max(v) FROM m WHERE (time > 5s) AND (v < 3) GROUP BY host, time(10s) fill(none)) WHERE \"max\" > 1 GROUP BY time(1m)",
             "SELECT v::float, host::tag FROM m",
+            // A sign after an operator: `-b` is read as `-1 * b`, which must not print as
+            // `a / -1 * b` (read back as `(a / -1) * b`).
+            "SELECT a / -b, a % +mean(c), -(a + b) * 2, x - -y, -1 * z, a / -1 * b FROM m",
         ] {
             let first = crate::parse(q).unwrap();
             let Statement::Select(s) = &first[0] else { panic!("{q}") };

@@ -71,6 +71,15 @@ fn check(q: &str) {
         }
         if let Statement::Select(s) = stmt {
             let _ = s.column_names();
+            // Pods send each other statements as this text (a subquery's inner statement,
+            // a forecast's aggregate): it must parse back to the same statement.
+            let printed = s.to_string();
+            match parse(&printed) {
+                Ok(again) => {
+                    assert_eq!(again, std::slice::from_ref(stmt), "{printed:?} from {q:?}")
+                }
+                Err(err) => panic!("{printed:?} (from {q:?}) does not parse back: {err}"),
+            }
         }
     }
 }

@@ -310,6 +310,14 @@ pub fn queries() -> Vec<String> {
         // outer's time range, tags and interval given to the inner.
         format!("SELECT sum(\"max\") FROM (SELECT max(\"value\") FROM \"cpu\" WHERE {range} GROUP BY \"host\")"),
         format!("SELECT mean(\"d\") FROM (SELECT \"value\" - \"n\" AS \"d\" FROM \"cpu\" WHERE \"host\" = 'h1' AND {range})"),
+        // Division and modulo by zero: InfluxDB answers 0 (a float's modulo NaN, null),
+        // where the engine's infinity answered null and an integer's modulo refused the query.
+        format!("SELECT \"value\" / (\"n\" - \"n\"), \"n\" / (\"n\" - \"n\"), \"n\" % 0, \"value\" % 0, \"n\" % 3 FROM \"cpu\" WHERE \"host\" = 'h1' AND {range}"),
+        format!("SELECT mean(\"value\") / 0, 1 / (max(\"n\") - max(\"n\")), max(\"n\") % 0 FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
+        format!("SELECT count(\"value\") FROM \"cpu\" WHERE \"value\" / (\"n\" - \"n\") = 0 AND {range}"),
+        // A sign after `/`: the inner statement goes to the pods as text, where `-1 * n`
+        // printed without its sign's binding read back as `(value / -1) * n`.
+        format!("SELECT mean(\"d\") FROM (SELECT \"value\" / -\"n\" AS \"d\" FROM \"cpu\" WHERE \"host\" = 'h1' AND {range})"),
         format!("SELECT sum(\"mean\") FROM (SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\") WHERE {range} GROUP BY time(1m) fill(null)"),
         format!("SELECT max(\"mean\") FROM (SELECT mean(\"value\") FROM \"cpu\" GROUP BY time(2m), \"host\") WHERE {range} GROUP BY \"host\""),
         format!("SELECT sum(\"rate\") FROM (SELECT non_negative_derivative(last(\"n\"), 1s) AS \"rate\" FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\") WHERE {range} GROUP BY time(1m)"),
