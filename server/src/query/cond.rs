@@ -464,8 +464,14 @@ fn binary_sql(
                 if op == BinaryOp::EqRegex { "=~" } else { "!~" }
             )));
         };
+        // A computed subject once (`math::named`): a regex match of a regex match, nested,
+        // would double at each level.
         let subject = sql(lhs, scope, tags)?;
-        let m = format!("match(toString({subject}), {})", quote_str(re.as_str()));
+        let (subject, name) = match lhs {
+            Expr::VarRef { .. } => (subject.clone(), subject),
+            _ => super::math::named(&subject),
+        };
+        let m = format!("match(toString({name}), {})", quote_str(re.as_str()));
         return Ok(if op == BinaryOp::EqRegex {
             format!("({subject} IS NOT NULL AND {m})")
         } else {
@@ -488,6 +494,7 @@ fn binary_sql(
         BinaryOp::BitAnd => format!("bitAnd({a}, {b})"),
         BinaryOp::BitOr => format!("bitOr({a}, {b})"),
         BinaryOp::BitXor => format!("bitXor({a}, {b})"),
+        BinaryOp::Div | BinaryOp::Mod => super::math::arithmetic_sql(&a, op, &b)?,
         other => format!("({a} {} {b})", op_sql(other)),
     })
 }

@@ -83,7 +83,7 @@ pub enum Wrap {
     },
     /// Arithmetic with a constant (SQL), the transform's value on the left or the right.
     Arithmetic {
-        op: &'static str,
+        op: sluice_influxql::BinaryOp,
         constant: String,
         value_left: bool,
     },
@@ -129,9 +129,10 @@ pub fn around_call<'e>(
                 at = inner;
             }
             Expr::Binary { lhs, op, rhs } => {
-                let Some(op) = arithmetic(*op) else {
+                if arithmetic(*op).is_none() {
                     return Ok(None);
-                };
+                }
+                let op = *op;
                 let (inner, constant, value_left) = match (&**lhs, &**rhs) {
                     (x, Expr::Literal(l)) if !matches!(x, Expr::Literal(_)) => (x, l, true),
                     (Expr::Literal(l), x) if !matches!(x, Expr::Literal(_)) => (x, l, false),
@@ -166,6 +167,46 @@ pub fn arithmetic(op: sluice_influxql::BinaryOp) -> Option<&'static str> {
     })
 }
 
+/// `a op b` in SQL for an arithmetic operator, with InfluxDB 1.8's answers where the engine's
+/// differ: a division by zero is 0 (the engine's infinity or NaN would answer null), and an
+/// integer's modulo by zero is 0 (the engine refuses the whole query; a float's is NaN, null,
+/// in both).
+pub fn arithmetic_sql(
+    a: &str,
+    op: sluice_influxql::BinaryOp,
+    b: &str,
+) -> Result<String, PlanError> {
+    use sluice_influxql::BinaryOp;
+    Ok(match op {
+        BinaryOp::Div => {
+            let (b, d) = named(b);
+            format!("if({b} = 0, 0, {a} / {d})")
+        }
+        BinaryOp::Mod => format!("moduloOrZero({a}, {b})"),
+        other => match arithmetic(other) {
+            Some(sql) => format!("({a} {sql} {b})"),
+            None => {
+                return Err(PlanError::Invalid(format!(
+                    "invalid operator {other:?} in a select field"
+                )))
+            }
+        },
+    })
+}
+
+/// `sql` given a name where it is computed, and that name, for SQL that uses a value more than
+/// once: written out each time, a value that holds such uses itself doubles at each level
+/// (24 nested `sqrt()` calls, 200 bytes of InfluxQL, made gigabytes of SQL). The name comes
+/// from the SQL, so that the same SQL in several places of a query is one expression under one
+/// name, as the engine requires of a name.
+pub(super) fn named(sql: &str) -> (String, String) {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    sql.hash(&mut h);
+    let name = format!("__sl_v_{:016x}", h.finish());
+    (format!("(({sql}) AS {name})"), name)
+}
+
 /// `wraps` applied to `inner` (SQL), innermost first.
 pub fn apply(wraps: &[Wrap], inner: String) -> Result<String, PlanError> {
     let mut x = inner;
@@ -182,12 +223,12 @@ pub fn apply(wraps: &[Wrap], inner: String) -> Result<String, PlanError> {
                 op,
                 constant,
                 value_left: true,
-            } => format!("({x} {op} {constant})"),
+            } => arithmetic_sql(&x, *op, constant)?,
             Wrap::Arithmetic {
                 op,
                 constant,
                 value_left: false,
-            } => format!("({constant} {op} {x})"),
+            } => arithmetic_sql(constant, *op, &x)?,
         };
     }
     Ok(x)
@@ -202,12 +243,17 @@ pub fn sql(name: &str, args: &[String]) -> Result<String, PlanError> {
             "{name}() is not a math function"
         )));
     };
-    let finite = |v: String| format!("if(isFinite({v}), {v}, NULL)");
+    // Each value once (see `named`): NaN and infinities become NULL in one call.
+    let finite = |v: String| format!("ifNotFinite({v}, NULL)");
     Ok(match name {
-        "abs" => format!("(({x}) - 2 * least({x}, 0) + 0)"),
+        "abs" => {
+            let (x, n) = named(x);
+            format!("({x} - 2 * least({n}, 0) + 0)")
+        }
         "ceil" | "floor" => format!("({name}({x}) + 0)"),
         "round" => {
-            format!("(if(abs(({x}) - trunc({x})) >= 0.5, trunc({x}) + sign({x}), trunc({x})) + 0)")
+            let (x, n) = named(x);
+            format!("(if(abs({x} - trunc({n})) >= 0.5, trunc({n}) + sign({n}), trunc({n})) + 0)")
         }
         "ln" => finite(format!("log({x})")),
         "log" => finite(format!("log({x}) / log({})", args[1])),
@@ -243,10 +289,8 @@ mod tests {
         let (wraps, t) = around_transform(&stmt.fields[0].expr).unwrap().unwrap();
         assert!(matches!(t, Expr::Call { name, .. } if name == "derivative"));
         let sql = apply(&wraps, "d".into()).unwrap();
-        assert!(
-            sql.starts_with("if(isFinite(pow(((d) - 2 * least(d, 0) + 0), 2))"),
-            "{sql}"
-        );
+        assert!(sql.starts_with("ifNotFinite(pow((((d) AS __sl_v_"), "{sql}");
+        assert!(sql.contains(") - 2 * least(__sl_v_"), "{sql}");
         // Not a transform inside: the aggregate path plans it.
         let plain = Expr::Call {
             name: "abs".into(),
@@ -262,10 +306,41 @@ mod tests {
     fn nan_and_infinity_become_null() {
         assert_eq!(
             sql("sqrt", &["v".into()]).unwrap(),
-            "if(isFinite(sqrt(v)), sqrt(v), NULL)"
+            "ifNotFinite(sqrt(v), NULL)"
         );
         assert!(sql("log", &["v".into(), "2".into()])
             .unwrap()
             .contains("log(v) / log(2)"));
+    }
+
+    /// Math and arithmetic nested many times over: the SQL grows with the nesting, not
+    /// exponentially (24 nested `sqrt()` calls once took gigabytes of memory to plan).
+    #[test]
+    fn nested_math_and_divisions_grow_linearly() {
+        let mut x = "v".to_string();
+        for i in 0..16 {
+            x = match i % 4 {
+                0 => sql("abs", &[x]).unwrap(),
+                1 => sql("round", &[x]).unwrap(),
+                2 => sql("sqrt", &[x]).unwrap(),
+                _ => arithmetic_sql("1", sluice_influxql::BinaryOp::Div, &x).unwrap(),
+            };
+        }
+        assert!(x.len() < 16 * 200, "{} bytes", x.len());
+    }
+
+    #[test]
+    fn a_division_or_modulo_by_zero_is_influxdbs_0() {
+        use sluice_influxql::BinaryOp;
+        let div = arithmetic_sql("a", BinaryOp::Div, "b").unwrap();
+        assert!(
+            div.starts_with("if(((b) AS __sl_v_") && div.contains(" = 0, 0, a / __sl_v_"),
+            "{div}"
+        );
+        assert_eq!(
+            arithmetic_sql("a", BinaryOp::Mod, "b").unwrap(),
+            "moduloOrZero(a, b)"
+        );
+        assert_eq!(arithmetic_sql("a", BinaryOp::Add, "b").unwrap(), "(a + b)");
     }
 }

@@ -203,6 +203,46 @@ fn an_influxql_request_is_bounded_as_a_whole_and_its_errors_name_the_problem() {
         assert!(body.contains(error), "{}: {body}", &q[..q.len().min(60)]);
         assert!(!body.contains("DB::Exception"), "{body}");
     }
+    // Math, divisions and regex matches nested many times: the plan's SQL grows with the
+    // nesting, not exponentially (24 nested `sqrt()` calls, 200 bytes, once took 5 GB of
+    // memory and 5 s to plan; 30 would have taken the server down).
+    let started = Instant::now();
+    for q in [
+        // Deep enough that doubling SQL passes the engine's 256 KiB (and fails here), shallow
+        // enough that it does not exhaust the machine's memory on the way.
+        format!(
+            "SELECT {}v{} FROM canary",
+            "sqrt(".repeat(20),
+            ")".repeat(20)
+        ),
+        format!(
+            "SELECT {}v{} FROM canary",
+            "round(abs(".repeat(6),
+            "))".repeat(6)
+        ),
+        format!(
+            "SELECT {}v{} FROM canary",
+            "1 / (".repeat(40),
+            ")".repeat(40)
+        ),
+        format!(
+            "SELECT v FROM canary WHERE {}host{}",
+            "(".repeat(18),
+            " =~ /a/)".repeat(18)
+        ),
+    ] {
+        let body = influxql(&q);
+        assert!(
+            body.contains("\"values\"") || body.contains("\"statement_id\":0}"),
+            "{}: {body}",
+            &q[..60]
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
     // A range that ends before it starts matches nothing: no series, as InfluxDB answers.
     let body = influxql(
         "SELECT mean(v) FROM canary WHERE time > 9223372036854775807 GROUP BY time(1h) fill(0)",

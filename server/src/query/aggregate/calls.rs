@@ -164,12 +164,7 @@ impl Query<'_> {
             Expr::Binary { lhs, op, rhs } => {
                 let a = self.agg_expr(lhs, only, states, leaf)?;
                 let b = self.agg_expr(rhs, only, states, leaf)?;
-                let Some(op) = math::arithmetic(*op) else {
-                    return Err(PlanError::Invalid(format!(
-                        "invalid operator {op:?} in a select field"
-                    )));
-                };
-                Ok(format!("({a} {op} {b})"))
+                math::arithmetic_sql(&a, *op, &b)
             }
             Expr::VarRef { .. } | Expr::Wildcard(_) => Err(PlanError::Invalid(
                 "mixing aggregate and non-aggregate queries is not supported".into(),
