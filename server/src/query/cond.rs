@@ -349,6 +349,12 @@ pub fn literal_sql(l: &Literal) -> Result<String, PlanError> {
     })
 }
 
+/// A select field's value as SQL, after InfluxDB's type check of its arithmetic.
+pub fn field_sql(e: &Expr, scope: &Scope, tags: &str) -> Result<String, PlanError> {
+    types::validate(e, scope)?;
+    sql(e, scope, tags)
+}
+
 /// A condition (or a value expression inside one) as SQL.
 pub fn sql(e: &Expr, scope: &Scope, tags: &str) -> Result<String, PlanError> {
     match e {
@@ -489,6 +495,9 @@ fn binary_sql(
     {
         return Ok("0".into());
     }
+    if types::is_arithmetic(op) && !types::computes(lhs, rhs, scope) {
+        return Ok("NULL".into());
+    }
     let (a, b) = (sql(lhs, scope, tags)?, sql(rhs, scope, tags)?);
     Ok(match op {
         BinaryOp::BitAnd => format!("bitAnd({a}, {b})"),
@@ -525,3 +534,4 @@ fn op_sql(op: BinaryOp) -> &'static str {
 
 #[cfg(test)]
 mod tests;
+pub(super) mod types;

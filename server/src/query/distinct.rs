@@ -92,7 +92,7 @@ pub(super) fn as_call(e: &Expr) -> Option<Expr> {
 impl Query<'_> {
     /// The plan of `distinct(field)` (see the module's doc).
     pub(super) fn distinct(&self, field: &Expr, wraps: &[Wrap]) -> Result<String, PlanError> {
-        let x = cond::sql(field, self.scope, "s.tags")?;
+        let x = cond::field_sql(field, self.scope, "s.tags")?;
         let value = value_col(0);
         let bucketing = self.bucketing()?;
         let firsts = match self.mode {

@@ -8,8 +8,11 @@ use sluice_core::FieldType;
 use sluice_influxql::{Expr, Literal};
 
 use super::cond::{self, Operand, Scope};
+
+mod transforms;
 use super::order_key::{self, Part};
 use super::PlanError;
+pub use transforms::*;
 
 /// How the aggregates of a statement are computed: in one `GROUP BY`, or in two phases like
 /// ClickHouse's Distributed engine (`-State` per series and bucket before the series' tags are
@@ -194,7 +197,12 @@ pub fn call_sql(
             _ => None,
         };
         if let Some(f) = inner {
-            let x = within(cond::operand_sql(&scope.resolve(&f, None), "s.tags"));
+            // A name that is no field counts nothing, as in `count()` (the series' tags are
+            // not at hand where the states are computed).
+            let x = match scope.resolve(&f, None) {
+                op @ Operand::Field(..) => within(cond::operand_sql(&op, "s.tags")),
+                _ => "CAST(NULL, 'Nullable(Float64)')".into(),
+            };
             return Ok(states.agg("uniqExact", None, &x));
         }
     }
@@ -249,14 +257,28 @@ pub fn call_sql(
                 agg("stddevSamp", &x)
             )
         }
-        // The most frequent value, the smallest of those on a tie (InfluxDB sorts first).
+        // The most frequent value, with InfluxDB's ties (`mode_sql`).
         "mode" => {
-            let counts = agg(
-                "sumMapIf",
-                &format!("map(assumeNotNull({x}), toUInt64(1)), {x} IS NOT NULL"),
-            );
-            format!(
-                "arrayElement(arraySort((v, c) -> (-c, v), mapKeys({counts}), mapValues({counts})), 1)"
+            // The engine's `-Map` combinator takes no float keys: a float is counted by its
+            // bits (`+ 0` makes -0 the 0 it equals); so is a name without a field, read as a
+            // float NULL.
+            let float = matches!(ty, Some(FieldType::Float) | None);
+            let key = if float {
+                format!("reinterpretAsUInt64(assumeNotNull({x}) + 0)")
+            } else {
+                format!("assumeNotNull({x})")
+            };
+            let by_key = |v: &str| format!("map({key}, {v}), {x} IS NOT NULL");
+            let counts = agg("sumMapIf", &by_key("toUInt64(1)"));
+            let t = "toUnixTimestamp64Nano(m.time)";
+            let firsts = agg("minMapIf", &by_key(t));
+            let lasts = agg("maxMapIf", &by_key(t));
+            mode_sql(
+                &counts,
+                &firsts,
+                &lasts,
+                float,
+                ty == Some(FieldType::Boolean),
             )
         }
         "percentile" => {
@@ -268,6 +290,38 @@ pub fn call_sql(
         }
         _ => unreachable!("function_kind checked"),
     })
+}
+
+/// `mode()` from each value's count and first and last times (maps by value, a float's by
+/// its bits), as InfluxDB picks it: it sorts a window's points by value (stably, in a window
+/// of up to 12 points) and walks them, so of the values with the most points the smallest
+/// wins unless a greater one's first point is no later than the last point of the one ahead
+/// of it; with one point each, the smallest. Of booleans `true` wins a tie.
+fn mode_sql(counts: &str, firsts: &str, lasts: &str, float: bool, boolean: bool) -> String {
+    let value = |k: &str| {
+        if float {
+            format!("reinterpretAsFloat64({k})")
+        } else {
+            k.to_string()
+        }
+    };
+    if boolean {
+        return format!(
+            "arrayElement(arrayReverseSort((k, c) -> (c, k), mapKeys({counts}), mapValues({counts})), 1)"
+        );
+    }
+    let top = format!("arrayMax(mapValues({counts}))");
+    let all = format!(
+        "arrayZip(mapKeys({counts}), mapValues({counts}), mapValues({firsts}), mapValues({lasts}))"
+    );
+    let cands = format!(
+        "arraySort(x -> {}, arrayFilter(x -> x.2 = {top}, {all}))",
+        value("x.1")
+    );
+    let fold = format!(
+        "arrayFold((best, x) -> if(x.3 <= best.4, x, best), arrayPopFront({cands}), {cands}[1])"
+    );
+    value(&format!("if({top} = 1, ({cands}[1]).1, ({fold}).1)"))
 }
 
 /// Whether aggregate `name` refuses a field of type `t` (a string or a boolean), as InfluxDB
@@ -327,254 +381,4 @@ pub fn percentile_of(arg: &Expr) -> Result<f64, PlanError> {
 /// 1-based; no value when it falls outside them.
 pub fn nearest_rank(n: &str, p: f64) -> String {
     format!("toInt64(floor({n} * {p:?} / 100 + 0.5))")
-}
-
-/// A transform over a series' buckets, computed by window functions once the aggregate of
-/// each bucket is known (and its gaps filled).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Transform {
-    /// Per `unit` nanoseconds; negative results dropped when `non_negative`.
-    Derivative {
-        unit: i64,
-        non_negative: bool,
-    },
-    Difference {
-        non_negative: bool,
-    },
-    CumulativeSum,
-    MovingAverage(u64),
-    /// Time since the previous point, in units of this many nanoseconds.
-    Elapsed(i64),
-}
-
-impl Transform {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Transform::Derivative {
-                non_negative: false,
-                ..
-            } => "derivative",
-            Transform::Derivative {
-                non_negative: true, ..
-            } => "non_negative_derivative",
-            Transform::Difference {
-                non_negative: false,
-            } => "difference",
-            Transform::Difference { non_negative: true } => "non_negative_difference",
-            Transform::CumulativeSum => "cumulative_sum",
-            Transform::MovingAverage(_) => "moving_average",
-            Transform::Elapsed(_) => "elapsed",
-        }
-    }
-
-    /// The column the transform of column `c` needs beside it: for `moving_average` the rank
-    /// of each value among the series' values so far (in the answer's order), which the
-    /// caller computes as `count(c)` over the rows up to it.
-    pub fn value_rank(&self, c: &str) -> Option<String> {
-        matches!(self, Transform::MovingAverage(_)).then(|| value_rank_col(c))
-    }
-
-    /// The transform of column `c`, partitioned by series and ordered by time (`desc`: latest
-    /// first, as InfluxDB iterates under `ORDER BY time DESC`). The previous value is the last
-    /// one present before the bucket in that order (InfluxDB skips empty buckets). Under
-    /// `desc` InfluxDB's derivative divides by the time back to the later point, so it comes
-    /// out with the sign of the difference; `elapsed` is negative. `beyond`: SQL true for the
-    /// rows of a bucket read beyond the asked range for other transforms, which a
-    /// `cumulative_sum` (that reads none) leaves out of its sums.
-    pub fn sql(&self, c: &str, desc: bool, beyond: Option<&str>) -> String {
-        use super::plan::{TAGS, TIME};
-        let dir = if desc { " DESC" } else { "" };
-        let part = format!("PARTITION BY {TAGS} ORDER BY {TIME}{dir}");
-        let before = format!("({part} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)");
-        // Nullable even where a fill made the column a plain number: before a series' first
-        // bucket the window is empty, and its `last_value` must be NULL, not 0.
-        // `elapsed` needs a value's presence alone: it takes strings and booleans too.
-        let x = match self {
-            Transform::Elapsed(_) => format!("if(({c}) IS NULL, NULL, toNullable(1.))"),
-            _ => format!("toNullable(toFloat64({c}))"),
-        };
-        let pv = format!("last_value({x}) OVER {before}");
-        let pt = format!("last_value(if(({x}) IS NULL, NULL, {TIME})) OVER {before}");
-        let non_negative = |v: String, yes: bool| {
-            if yes {
-                format!("if(({v}) < 0, NULL, {v})")
-            } else {
-                v
-            }
-        };
-        match *self {
-            Transform::Derivative {
-                unit,
-                non_negative: nn,
-            } => {
-                let span = if desc {
-                    format!("({pt} - {TIME})")
-                } else {
-                    format!("({TIME} - {pt})")
-                };
-                non_negative(format!("({x} - {pv}) * {unit} / {span}"), nn)
-            }
-            Transform::Difference { non_negative: nn } => non_negative(format!("({x} - {pv})"), nn),
-            Transform::CumulativeSum => {
-                let x = match beyond {
-                    Some(b) => format!("if({b}, NULL, {x})"),
-                    None => x,
-                };
-                format!(
-                    "if(({x}) IS NULL, NULL, sum({x}) OVER ({part} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))"
-                )
-            }
-            Transform::Elapsed(unit) => {
-                format!("if(({x}) IS NULL, NULL, intDiv({TIME} - {pt}, {unit}))")
-            }
-            // Over the last `n` values, as InfluxDB skips the buckets without one: the window
-            // runs over the values' ranks ([`Transform::value_rank`]).
-            Transform::MovingAverage(n) => {
-                let rank = value_rank_col(c);
-                let w = format!(
-                    "(PARTITION BY {TAGS} ORDER BY {rank} RANGE BETWEEN {} PRECEDING AND CURRENT ROW)",
-                    n - 1
-                );
-                format!("if(({x}) IS NULL OR {rank} < {n}, NULL, avg({x}) OVER {w})")
-            }
-        }
-    }
-}
-
-/// The widest `moving_average` window: the engine's window frame takes an offset below 2^31
-/// only, and a window this wide already needs a series of a billion values in one read.
-pub const MAX_MOVING_AVERAGE: i64 = 1 << 30;
-
-fn value_rank_col(c: &str) -> String {
-    format!("{c}_rank")
-}
-
-/// `derivative(mean(v), 1s)` and its kin: the transform and the aggregate inside it. A
-/// derivative without a unit is per `default_unit` (InfluxDB: the `GROUP BY time` interval).
-pub fn transform_of(e: &Expr, default_unit: i64) -> Result<Option<(Transform, &Expr)>, PlanError> {
-    let Expr::Call { name, args } = e else {
-        return Ok(None);
-    };
-    let t = match name.as_str() {
-        "derivative" | "non_negative_derivative" => {
-            let unit = match args.get(1) {
-                None => default_unit,
-                Some(Expr::Literal(Literal::Duration(d))) if d.as_nanos() > 0 => d.as_nanos(),
-                Some(other) => {
-                    return Err(PlanError::Invalid(format!(
-                        "second argument to {name} must be a duration, got {other}"
-                    )))
-                }
-            };
-            Transform::Derivative {
-                unit,
-                non_negative: name.starts_with("non_"),
-            }
-        }
-        "difference" | "non_negative_difference" => Transform::Difference {
-            non_negative: name.starts_with("non_"),
-        },
-        "cumulative_sum" => Transform::CumulativeSum,
-        "elapsed" => Transform::Elapsed(match args.get(1) {
-            None => 1,
-            Some(Expr::Literal(Literal::Duration(d))) if d.as_nanos() > 0 => d.as_nanos(),
-            Some(other) => {
-                return Err(PlanError::Invalid(format!(
-                    "second argument to elapsed must be a duration, got {other}"
-                )))
-            }
-        }),
-        "moving_average" => match args.get(1) {
-            Some(Expr::Literal(Literal::Integer(n))) if *n > MAX_MOVING_AVERAGE => {
-                return Err(PlanError::Invalid(format!(
-                    "moving_average window must be at most {MAX_MOVING_AVERAGE}, got {n}"
-                )))
-            }
-            Some(Expr::Literal(Literal::Integer(n))) if *n > 1 => {
-                Transform::MovingAverage(*n as u64)
-            }
-            _ => {
-                return Err(PlanError::Invalid(
-                    "second argument for moving_average must be an integer greater than 1".into(),
-                ))
-            }
-        },
-        _ => return Ok(None),
-    };
-    match args.first() {
-        Some(inner @ Expr::Call { name: f, .. }) if function_kind(f).is_some() => {
-            Ok(Some((t, inner)))
-        }
-        Some(inner @ Expr::VarRef { .. }) => Ok(Some((t, inner))),
-        _ => Err(PlanError::Invalid(format!(
-            "expected a field or an aggregate as the first argument of {name}()"
-        ))),
-    }
-}
-
-/// Whether `e` is a transform of a field itself (`derivative("v", 1s)`, `elapsed("v")`),
-/// which runs over the points rather than over buckets.
-pub fn is_raw_transform(e: &Expr) -> bool {
-    let e = match super::math::around_transform(e) {
-        Ok(Some((_, t))) => t,
-        _ => e,
-    };
-    matches!(e, Expr::Call { name, args }
-        if TRANSFORMS.contains(&name.as_str()) && matches!(args.first(), Some(Expr::VarRef { .. })))
-}
-
-/// Whether `e` (or the transform inside its math) is a transform over buckets that InfluxDB
-/// 1.8 feeds one bucket more than the range holds (before it, or after it in descending
-/// order; its `buildCallIterator` moves the start by an interval): the range's first bucket
-/// then has one to compare with, and with it the points of that interval. `cumulative_sum`
-/// is not one of them.
-pub fn reads_a_bucket_more(e: &Expr) -> bool {
-    let e = match super::math::around_transform(e) {
-        Ok(Some((_, t))) => t,
-        _ => e,
-    };
-    matches!(e, Expr::Call { name, args }
-        if TRANSFORMS.contains(&name.as_str())
-            && name != "cumulative_sum"
-            && matches!(args.first(), Some(Expr::Call { .. })))
-}
-
-pub fn is_transform(name: &str) -> bool {
-    TRANSFORMS.contains(&name)
-}
-
-const TRANSFORMS: [&str; 7] = [
-    "derivative",
-    "non_negative_derivative",
-    "difference",
-    "non_negative_difference",
-    "cumulative_sum",
-    "moving_average",
-    "elapsed",
-];
-
-#[cfg(test)]
-mod tests {
-    use super::{transform_of, Transform, MAX_MOVING_AVERAGE};
-
-    fn transform(f: &str) -> Result<Option<Transform>, String> {
-        let e = sluice_influxql::parse_expr(f).map_err(|e| e.to_string())?;
-        transform_of(&e, 1)
-            .map(|t| t.map(|(t, _)| t))
-            .map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn a_moving_average_wider_than_the_engine_frames_is_refused_in_words() {
-        // The engine's own refusal ("Frame start offset ... must be a nonnegative 32-bit
-        // integer") would reach the user as its exception text.
-        assert_eq!(
-            transform("moving_average(v, 999999999999)").unwrap_err(),
-            "moving_average window must be at most 1073741824, got 999999999999"
-        );
-        assert!(matches!(
-            transform(&format!("moving_average(v, {MAX_MOVING_AVERAGE})")),
-            Ok(Some(Transform::MovingAverage(n))) if n == MAX_MOVING_AVERAGE as u64
-        ));
-    }
 }

@@ -203,7 +203,7 @@ impl Query<'_> {
         if let Expr::Literal(Literal::Regex(_)) | Expr::Wildcard(_) = e {
             return Err(PlanError::Invalid(format!("invalid select field: {e}")));
         }
-        Ok((cond::sql(e, self.scope, "s.tags")?, false))
+        Ok((cond::field_sql(e, self.scope, "s.tags")?, false))
     }
 }
 

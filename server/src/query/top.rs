@@ -228,7 +228,9 @@ impl Query<'_> {
                 cols.push(self.point_column(e)?);
                 continue;
             }
-            cols.push(Column::Field(cond::sql(r.field, self.scope, "s.tags")?));
+            cols.push(Column::Field(cond::field_sql(
+                r.field, self.scope, "s.tags",
+            )?));
             // Inside arithmetic the call is one value, without its tags' columns (as in
             // InfluxDB); the tags still rank.
             if r.wraps.is_empty() {

@@ -315,6 +315,13 @@ pub fn queries() -> Vec<String> {
         format!("SELECT \"value\" / (\"n\" - \"n\"), \"n\" / (\"n\" - \"n\"), \"n\" % 0, \"value\" % 0, \"n\" % 3 FROM \"cpu\" WHERE \"host\" = 'h1' AND {range}"),
         format!("SELECT mean(\"value\") / 0, 1 / (max(\"n\") - max(\"n\")), max(\"n\") % 0 FROM \"cpu\" WHERE {range} GROUP BY time(1m)"),
         format!("SELECT count(\"value\") FROM \"cpu\" WHERE \"value\" / (\"n\" - \"n\") = 0 AND {range}"),
+        // InfluxDB's type check of arithmetic: a string or a boolean cannot take part (the
+        // engine refused such a query in its own words); a name that is no field is null.
+        format!("SELECT \"value\" + 'x' FROM \"cpu\" WHERE \"host\" = 'h1' AND {range}"),
+        format!("SELECT first(\"value\") * true FROM \"cpu\" WHERE {range}"),
+        format!("SELECT \"value\", \"value\" * \"nope\", -\"nope\" FROM \"cpu\" WHERE \"host\" = 'h1' AND {range}"),
+        // mode() of a float (the engine's map of counts takes no float keys).
+        format!("SELECT mode(\"value\") FROM \"cpu\" WHERE {range} GROUP BY time(1m), \"host\""),
         // A sign after `/`: the inner statement goes to the pods as text, where `-1 * n`
         // printed without its sign's binding read back as `(value / -1) * n`.
         format!("SELECT mean(\"d\") FROM (SELECT \"value\" / -\"n\" AS \"d\" FROM \"cpu\" WHERE \"host\" = 'h1' AND {range})"),

@@ -6,7 +6,7 @@ use sluice_core::FieldType;
 use sluice_influxql::{Expr, Fill};
 
 use super::super::buckets::Bucketing;
-use super::super::cond;
+use super::super::cond::{self, types};
 use super::super::functions;
 use super::super::math;
 use super::super::plan::{value_col, Query};
@@ -146,11 +146,15 @@ impl Query<'_> {
                         "{name}() of {t}() is not supported by sluice yet"
                     )));
                 }
-                let args = args
+                let sql_args = args
                     .iter()
                     .map(|a| self.agg_expr(a, only, states, leaf))
                     .collect::<Result<Vec<_>, _>>()?;
-                math::sql(name, &args)
+                // InfluxDB's math of a string or a boolean (`ln(first("s"))`) is null.
+                if types::any_text(args, self.scope) {
+                    return Ok("NULL".into());
+                }
+                math::sql(name, &sql_args)
             }
             Expr::Call { name, args } => {
                 let sql = functions::call_sql(self.scope, states, name, args, only)?;
@@ -164,6 +168,9 @@ impl Query<'_> {
             Expr::Binary { lhs, op, rhs } => {
                 let a = self.agg_expr(lhs, only, states, leaf)?;
                 let b = self.agg_expr(rhs, only, states, leaf)?;
+                if types::is_arithmetic(*op) && !types::check(lhs, *op, rhs, self.scope)? {
+                    return Ok("NULL".into());
+                }
                 math::arithmetic_sql(&a, *op, &b)
             }
             Expr::VarRef { .. } | Expr::Wildcard(_) => Err(PlanError::Invalid(
