@@ -503,18 +503,13 @@ fn binary_sql(
         BinaryOp::BitAnd => format!("bitAnd({a}, {b})"),
         BinaryOp::BitOr => format!("bitOr({a}, {b})"),
         BinaryOp::BitXor => format!("bitXor({a}, {b})"),
-        BinaryOp::Div | BinaryOp::Mod => super::math::arithmetic_sql(&a, op, &b)?,
+        op if types::is_arithmetic(op) => super::math::arithmetic_sql(&a, op, &b)?,
         other => format!("({a} {} {b})", op_sql(other)),
     })
 }
 
 fn op_sql(op: BinaryOp) -> &'static str {
     match op {
-        BinaryOp::Add => "+",
-        BinaryOp::Sub => "-",
-        BinaryOp::Mul => "*",
-        BinaryOp::Div => "/",
-        BinaryOp::Mod => "%",
         BinaryOp::And => "AND",
         BinaryOp::Or => "OR",
         BinaryOp::Eq => "=",
@@ -523,8 +518,13 @@ fn op_sql(op: BinaryOp) -> &'static str {
         BinaryOp::LtEq => "<=",
         BinaryOp::Gt => ">",
         BinaryOp::GtEq => ">=",
-        // Handled before.
-        BinaryOp::EqRegex
+        // Handled before (arithmetic by `math::arithmetic_sql`).
+        BinaryOp::Add
+        | BinaryOp::Sub
+        | BinaryOp::Mul
+        | BinaryOp::Div
+        | BinaryOp::Mod
+        | BinaryOp::EqRegex
         | BinaryOp::NotEqRegex
         | BinaryOp::BitAnd
         | BinaryOp::BitOr

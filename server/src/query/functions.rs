@@ -318,10 +318,11 @@ fn mode_sql(counts: &str, firsts: &str, lasts: &str, float: bool, boolean: bool)
         "arraySort(x -> {}, arrayFilter(x -> x.2 = {top}, {all}))",
         value("x.1")
     );
-    let fold = format!(
-        "arrayFold((best, x) -> if(x.3 <= best.4, x, best), arrayPopFront({cands}), {cands}[1])"
-    );
-    value(&format!("if({top} = 1, ({cands}[1]).1, ({fold}).1)"))
+    // A value seen once never replaces the one ahead (InfluxDB's walk counts a run from its
+    // second point), so with one point each the smallest stays.
+    value(&format!(
+        "(arrayFold((best, x) -> if(x.2 > 1 AND x.3 <= best.4, x, best), arrayPopFront({cands}), {cands}[1])).1"
+    ))
 }
 
 /// Whether aggregate `name` refuses a field of type `t` (a string or a boolean), as InfluxDB

@@ -14,7 +14,7 @@ use crate::query::PlanError;
 
 /// A value's type as InfluxDB names it, or none (an unknown name, or a tag: null).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::query) enum Type {
+enum Type {
     Known(&'static str),
     Unknown,
 }
@@ -28,7 +28,7 @@ pub(in crate::query) fn is_arithmetic(op: BinaryOp) -> bool {
 }
 
 /// The type of `e` in `scope`.
-pub(in crate::query) fn of(e: &Expr, scope: &Scope) -> Type {
+fn of(e: &Expr, scope: &Scope) -> Type {
     match e {
         Expr::VarRef { name, data_type } => match scope.resolve(name, *data_type) {
             Operand::Field(_, t) => Type::Known(field_type(t)),
