@@ -181,6 +181,8 @@ impl Parser {
                 Err(e) => Err(ParseError::bare(ErrorKind::Invalid, e.to_string())),
             },
             Tok::Mul => self.wildcard(),
+            // Only a parameter bound to a regex is a regex token here.
+            Tok::Regex(source) => lit(Literal::Regex(crate::ast::Regex(source))),
             Tok::BoundParam(param) => {
                 let name = param.trim_start_matches('$');
                 let msg = if name.is_empty() {
@@ -228,7 +230,10 @@ impl Parser {
         let operand = operand?;
         let literal = |l: Literal| Ok(leaf(Expr::Literal(l)));
         match operand.expr {
-            Expr::Literal(Literal::Integer(v)) if negative => literal(Literal::Integer(-v)),
+            // A bound parameter can be `i64::MIN`, which Go negates to itself.
+            Expr::Literal(Literal::Integer(v)) if negative => {
+                literal(Literal::Integer(v.wrapping_neg()))
+            }
             Expr::Literal(Literal::Float(v)) if negative => literal(Literal::Float(-v)),
             Expr::Literal(Literal::Duration(d)) if negative => {
                 literal(Literal::Duration(crate::Duration(-d.0)))

@@ -36,6 +36,7 @@ mod error;
 mod expr;
 mod lexer;
 mod naming;
+mod params;
 mod parser;
 mod select;
 mod show;
@@ -47,6 +48,7 @@ pub use display::{ident_needs_quotes, quote_ident, quote_string};
 pub use duration::Duration;
 pub use error::{ErrorKind, ParseError, Pos};
 pub use expr::MAX_EXPR_HEIGHT;
+pub use params::{BoundValue, Params};
 pub use parser::MAX_NESTING;
 
 /// Parses a query: statements separated by `;`. Empty input (or only separators and
@@ -54,6 +56,12 @@ pub use parser::MAX_NESTING;
 /// and so should the caller.
 pub fn parse(query: &str) -> Result<Vec<Statement>, ParseError> {
     parser::Parser::new(query).parse_query()
+}
+
+/// Parses a query whose `$name` parameters take their values from `params`, as InfluxDB's
+/// `params` request parameter gives them.
+pub fn parse_with_params(query: &str, params: &Params) -> Result<Vec<Statement>, ParseError> {
+    parser::Parser::with_params(query, params.clone()).parse_query()
 }
 
 /// Parses a single expression, such as a condition, and nothing after it.

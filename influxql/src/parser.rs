@@ -11,6 +11,7 @@ use crate::display::ident_needs_quotes;
 use crate::duration::{parse_duration, Duration};
 use crate::error::{ErrorKind, ParseError, Pos};
 use crate::lexer::{is_ws, lex, lex_regex};
+use crate::params::{bind, Params};
 use crate::token::{Kw, Tok, Token};
 
 pub(crate) type Result<T> = std::result::Result<T, ParseError>;
@@ -29,16 +30,23 @@ pub(crate) struct Parser {
     /// The first error InfluxDB would only raise after the whole query parsed (when it
     /// compiles a statement). Any later parse error takes precedence over it.
     deferred: Option<ParseError>,
+    /// Values for `$name` parameters, bound as they are scanned.
+    params: Params,
 }
 
 impl Parser {
     pub(crate) fn new(query: &str) -> Parser {
+        Parser::with_params(query, Params::new())
+    }
+
+    pub(crate) fn with_params(query: &str, params: Params) -> Parser {
         Parser {
             chars: query.chars().collect(),
             pos: 0,
             eof_consumed: false,
             depth: 0,
             deferred: None,
+            params,
         }
     }
 
@@ -47,6 +55,11 @@ impl Parser {
         self.eof_consumed |= consumed;
         if t.tok == Tok::Eof {
             t.start = self.chars.len() + usize::from(self.eof_consumed);
+        }
+        if let Tok::BoundParam(param) = &t.tok {
+            if let Some(bound) = bind(param, &self.params) {
+                t.tok = bound;
+            }
         }
         t
     }
@@ -91,12 +104,13 @@ impl Parser {
 
     /// Where InfluxDB reports a token. Its scanner steps back one character before reading
     /// a string or regex and reports that position, so those point at the character before
-    /// the opening quote or slash; sluice reports the same place.
+    /// the opening quote or slash; sluice reports the same place. A bound parameter's value
+    /// is reported at its `$`.
     pub(crate) fn token_pos(&self, t: &Token) -> Pos {
         let steps_back = matches!(
             t.tok,
             Tok::Str(_) | Tok::BadString(_) | Tok::Regex(_) | Tok::BadRegex
-        );
+        ) && self.chars.get(t.start) != Some(&'$');
         if !steps_back || t.start == 0 {
             return self.pos_at(t.start);
         }
@@ -196,13 +210,24 @@ impl Parser {
     }
 
     /// A regex if one starts here. Like InfluxDB, this looks at the raw characters after at
-    /// most one run of whitespace, so a regex may only appear where the grammar allows one.
+    /// most one run of whitespace, so a regex may only appear where the grammar allows one;
+    /// a parameter bound to a regex counts as one there.
     pub(crate) fn try_regex(&mut self) -> Result<Option<Regex>> {
         self.skip_ws();
         match self.chars.get(self.pos) {
             None => {
                 self.eof_consumed = true;
                 Ok(None)
+            }
+            Some('$') => {
+                let t = self.raw();
+                match t.tok {
+                    Tok::Regex(source) => {
+                        self.pos = t.end;
+                        Ok(Some(Regex(source)))
+                    }
+                    _ => Ok(None),
+                }
             }
             Some('/') => {
                 let (t, consumed) = lex_regex(&self.chars, self.pos);
@@ -404,6 +429,10 @@ impl Parser {
         }
         let t = self.next();
         match &t.tok {
+            // Only a bound parameter gives a negative integer here.
+            Tok::Integer(digits) if digits.starts_with('-') => {
+                Err(self.invalid_at(&format!("{} must be >= 0", kw.name()), t.start))
+            }
             Tok::Integer(digits) => {
                 let n = digits.parse::<u64>().unwrap_or(u64::MAX);
                 Ok(Some(n.min(i64::MAX as u64)))

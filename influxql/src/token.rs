@@ -203,7 +203,8 @@ pub(crate) enum Tok {
     /// A bare or double-quoted identifier.
     Ident(String),
     Keyword(Kw),
-    /// `$name`; sluice binds no parameters, so reaching one in an expression is an error.
+    /// `$name` with no value bound to it (reaching one in an expression is an error), or a
+    /// value that could not be bound, named by why (see [`crate::params`]).
     BoundParam(String),
     Integer(String),
     Number(String),

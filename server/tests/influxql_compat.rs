@@ -94,6 +94,41 @@ fn influxql_answers_match_influxdb_1_8() {
             1e-9,
         );
     }
+    // Bound parameters (`params`, as InfluxDB's Go and Python clients send them), in the
+    // query string and in a form body; bad values and unreadable JSON included.
+    for (q, params) in common::influxql::bound_queries() {
+        let path = format!("/query?{}", enc(&[("db", "g"), ("epoch", "ms"), ("q", q)]));
+        let body = enc(&[("params", params)]);
+        for (method, path, body) in [
+            ("GET", format!("{path}&{body}"), ""),
+            ("POST", path, body.as_str()),
+        ] {
+            let parse = |r: common::Resp| {
+                let v =
+                    serde_json::from_str(r.body.trim()).unwrap_or(Value::String(r.body.clone()));
+                (r.status, v)
+            };
+            let want = parse(influxd.request(method, &path, &form, body.as_bytes()));
+            let got = parse(sluice.request(method, &path, &form, body.as_bytes()));
+            // Go's JSON decoder words its errors its own way; the rest must match.
+            let json_error = |v: &Value| {
+                v["error"]
+                    .as_str()
+                    .is_some_and(|e| e.starts_with("error parsing query parameters: "))
+            };
+            let (want, got) = if json_error(&want.1) && json_error(&got.1) {
+                ((want.0, Value::Null), (got.0, Value::Null))
+            } else {
+                (want, got)
+            };
+            compare_within(
+                &format!("{method} {q} with params {params}"),
+                want,
+                got,
+                1e-9,
+            );
+        }
+    }
     println!(
         "{same_count} of {} queries answered the same",
         same_count + failures.len()

@@ -330,6 +330,7 @@ mod tests {
         let values = Partial::TagValues {
             db: "d".into(),
             q: "SHOW TAG VALUES WITH KEY = host".into(),
+            params: None,
             statement: 0,
             now: 7,
         };
@@ -339,6 +340,7 @@ mod tests {
         assert_eq!((now, q.as_str()), (0, "SHOW TAG VALUES WITH KEY = host"));
         let select = Partial::Select {
             q: "SELECT v FROM m WHERE time > now() - 1h".into(),
+            params: None,
             statement: 0,
             db: "d".into(),
             rp: "autogen".into(),
@@ -401,6 +403,7 @@ mod tests {
     fn a_request_travels_as_url_safe_text_and_back() {
         let p = Partial::Select {
             q: "SELECT mean(\"v\") + 1 FROM cpu WHERE host =~ /a|b/ AND x = '{,}'".into(),
+            params: Some(r#"{"h": "a"}"#.into()),
             statement: 0,
             db: "db".into(),
             rp: "autogen".into(),

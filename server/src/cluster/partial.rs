@@ -19,11 +19,13 @@ pub enum Partial {
     Catalog,
     /// The pod's series of `db` (`db, measurement, tags` in `Native`): those of `measurement`
     /// (one per key set, or `every` one), or those that statement `statement` of `q` (a
-    /// `SHOW`) selects.
+    /// `SHOW`) selects, with `params` bound in it.
     Series {
         db: String,
         measurement: Option<String>,
         q: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        params: Option<String>,
         statement: usize,
         now: i64,
         /// Every series of `measurement`, for the groups `SLIMIT` counts; else one per key
@@ -32,17 +34,21 @@ pub enum Partial {
         every: bool,
     },
     /// The pod's distinct tag values (`measurement, k, v` in `Native`) that statement
-    /// `statement` of `q` (a `SHOW TAG VALUES`) lists.
+    /// `statement` of `q` (a `SHOW TAG VALUES`, `params` bound in it) lists.
     TagValues {
         db: String,
         q: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        params: Option<String>,
         statement: usize,
         now: i64,
     },
     /// The pod's share of `SELECT` statement `statement` of `q` over one measurement, with the
-    /// tenant's fields and tag keys of it (`Native`).
+    /// tenant's fields and tag keys of it (`Native`); `params` are bound in `q`.
     Select {
         q: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        params: Option<String>,
         statement: usize,
         db: String,
         rp: String,

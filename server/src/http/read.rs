@@ -42,6 +42,7 @@ const FORM_PARAMS: &[&str] = &[
     "db",
     "rp",
     "epoch",
+    "params",
     "partial",
     "pretty",
     "chunked",
@@ -158,6 +159,7 @@ async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String
         params.get("rp").cloned(),
         params.get("epoch").cloned(),
     );
+    let bound = params.get("params").cloned();
     let partial = params
         .get("partial")
         .is_some_and(|p| p == "true" || p == "1");
@@ -168,6 +170,7 @@ async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String
             rp: rp.as_deref(),
             epoch: epoch.as_deref(),
             partial,
+            params: bound.as_deref(),
         };
         crate::query::run(&app2, &req)
     })

@@ -105,6 +105,7 @@ pub(super) fn select(
             let q = statement.to_string();
             let text = Statement {
                 q: &q,
+                params: None,
                 index: 0,
                 ordered_sums: false,
             };

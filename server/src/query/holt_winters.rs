@@ -324,6 +324,7 @@ pub(super) fn select(
     let q = inner.to_string();
     let text = Statement {
         q: &q,
+        params: None,
         index: 0,
         ordered_sums: true,
     };

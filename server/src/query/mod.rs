@@ -27,6 +27,7 @@ pub mod key_regex;
 pub mod math;
 pub mod meta;
 pub mod order_key;
+pub mod params;
 pub mod partial;
 pub mod plan;
 mod raw;
@@ -84,6 +85,8 @@ pub struct Request<'a> {
     pub epoch: Option<&'a str>,
     /// Answer without the pods that do not answer, instead of failing.
     pub partial: bool,
+    /// `params`: values for the query's `$name` parameters (a JSON object, see [`params`]).
+    pub params: Option<&'a str>,
 }
 
 /// The answer to a request: InfluxDB's `{"results": [...]}` (and the pods left out of it,
@@ -145,6 +148,7 @@ impl Ctx<'_> {
             db: db.to_string(),
             measurement: None,
             q: Some(self.req.q.to_string()),
+            params: self.req.params.map(str::to_string),
             statement: id,
             now: self.now_ns,
             every: false,
@@ -173,7 +177,11 @@ pub fn run(app: &App, req: &Request) -> Answer {
 }
 
 fn run_once(app: &App, req: &Request) -> Answer {
-    let statements = match sluice_influxql::parse(req.q) {
+    let parsed = match params::parse(req.q, req.params) {
+        Ok(parsed) => parsed,
+        Err(e) => return Answer::ParseError(e.to_string()),
+    };
+    let statements = match parsed {
         Ok(s) => s,
         // InfluxDB reports what it finds when compiling a statement as that statement's error.
         Err(e) if e.kind() == ErrorKind::Compile => {

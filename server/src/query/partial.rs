@@ -102,13 +102,17 @@ fn no_rows(fields: &Fields) -> String {
     format!("(SELECT {} WHERE 0)", all.join(", "))
 }
 
-/// The statement `i` of `q`, which must be a `SELECT`.
-pub fn select_of(q: &str, i: usize) -> Result<SelectStatement, String> {
-    match sluice_influxql::parse(q)
+/// The statements of a request's `q` with its `params` bound, as the gathering pod parsed
+/// them.
+fn statements(q: &str, params: Option<&str>) -> Result<Vec<Statement>, String> {
+    super::params::parse(q, params)
         .map_err(|e| e.to_string())?
-        .into_iter()
-        .nth(i)
-    {
+        .map_err(|e| e.to_string())
+}
+
+/// The statement `i` of `q`, which must be a `SELECT`.
+pub fn select_of(q: &str, params: Option<&str>, i: usize) -> Result<SelectStatement, String> {
+    match statements(q, params)?.into_iter().nth(i) {
         Some(Statement::Select(s)) => Ok(*s),
         _ => Err(format!("statement {i} of the request is not a SELECT")),
     }
@@ -178,6 +182,7 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
         }
         Partial::Select {
             q,
+            params,
             statement,
             db,
             rp,
@@ -188,7 +193,7 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
             handed,
             ordered_sums,
         } => {
-            let sel = select_of(q, *statement)?;
+            let sel = select_of(q, params.as_deref(), *statement)?;
             let fields = typed(fields)?;
             let handed = crate::handoff::from_pairs(handed);
             match select_sql(
@@ -219,6 +224,7 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
             db,
             measurement,
             q,
+            params,
             statement,
             now,
             every,
@@ -233,7 +239,7 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
                     ),
                     (!every).then_some(meta::OnePer::KeySet),
                 ),
-                (None, Some(q)) => show_filter(q, *statement, db, *now)?,
+                (None, Some(q)) => show_filter(q, params.as_deref(), *statement, db, *now)?,
                 (None, None) => (format!("db = {}", sluice_core::names::quote_str(db)), None),
             };
             meta::partial_series_sql(&filter, one_per)
@@ -241,10 +247,11 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
         Partial::TagValues {
             db,
             q,
+            params,
             statement,
             now,
         } => {
-            let statements = sluice_influxql::parse(q).map_err(|e| e.to_string())?;
+            let statements = statements(q, params.as_deref())?;
             let Some(Statement::ShowTagValues(t)) = statements.get(*statement) else {
                 return Err(format!(
                     "statement {statement} of the request is not a SHOW TAG VALUES"
@@ -270,12 +277,13 @@ pub fn sql(app: &App, p: &Partial) -> Result<Option<PartialSql>, String> {
 /// a pod cut its series.
 fn show_filter(
     q: &str,
+    params: Option<&str>,
     i: usize,
     db: &str,
     now: i64,
 ) -> Result<(String, Option<meta::OnePer>), String> {
     use meta::OnePer;
-    let statements = sluice_influxql::parse(q).map_err(|e| e.to_string())?;
+    let statements = statements(q, params)?;
     let (sources, condition, one_per) = match statements.get(i) {
         Some(Statement::ShowMeasurements(m)) => (
             m.with_measurement.iter().cloned().collect::<Vec<_>>(),

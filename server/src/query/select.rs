@@ -23,6 +23,7 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outc
     let epoch = time::epoch_unit(ctx.req.epoch);
     let text = Statement {
         q: ctx.req.q,
+        params: ctx.req.params,
         index: id,
         ordered_sums: false,
     };
@@ -58,6 +59,7 @@ fn groups_of(
         db: g.db.clone(),
         measurement: Some(g.measurement.clone()),
         q: None,
+        params: None,
         statement: id,
         now: ctx.now_ns,
         every: true,
@@ -256,6 +258,8 @@ fn select_gathered(
 /// Where the pods read a statement from: the request's text and its index there.
 pub(super) struct Statement<'a> {
     pub(super) q: &'a str,
+    /// The request's `params`, bound in `q`.
+    pub(super) params: Option<&'a str>,
     pub(super) index: usize,
     /// See [`plan::Source::ordered_sums`].
     pub(super) ordered_sums: bool,
@@ -303,6 +307,7 @@ pub(super) fn gathered(
     })?;
     let what = Partial::Select {
         q: text.q.to_string(),
+        params: text.params.map(str::to_string),
         statement: text.index,
         db: one.db.to_string(),
         rp: one.rp.to_string(),
@@ -417,6 +422,7 @@ fn tag_keys(ctx: &Ctx, db: &str, measurement: &str) -> Result<Vec<String>, Strin
         db: db.to_string(),
         measurement: Some(measurement.to_string()),
         q: None,
+        params: None,
         statement: 0,
         now: ctx.now_ns,
         every: false,

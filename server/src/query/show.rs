@@ -117,6 +117,7 @@ pub(super) fn tag_values(
             let what = Partial::TagValues {
                 db,
                 q: ctx.req.q.to_string(),
+                params: ctx.req.params.map(str::to_string),
                 statement: id,
                 now: ctx.now_ns,
             };

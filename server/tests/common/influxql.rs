@@ -480,6 +480,47 @@ pub fn get(base: &dyn Fn(&str) -> Resp, q: &str) -> (u16, Value) {
     (r.status, v)
 }
 
+/// Queries with `$name` parameters and the `params` sent with them: a value of each kind in
+/// each place one can stand, values that cannot be bound, and JSON that cannot be read.
+pub fn bound_queries() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"host\" = $h AND time < $t LIMIT 3", r#"{"h": "h2", "t": "2020-08-01T00:01:00Z"}"#),
+        ("SELECT count(\"value\") FROM $m WHERE \"value\" > $v", r#"{"m": {"identifier": "cpu"}, "v": 50}"#),
+        ("SELECT count(\"value\") FROM \"cpu\" WHERE \"value\" > $v AND \"n\" < $n", r#"{"v": 49.5, "n": {"integer": 4}}"#),
+        ("SELECT count(\"value\") FROM \"cpu\" WHERE \"value\" > $v", r#"{"v": {"float": 50}}"#),
+        ("SELECT count(\"value\") FROM \"cpu\" WHERE \"value\" > -$v", r#"{"v": -50}"#),
+        ("SELECT $f FROM \"cpu\" WHERE \"host\" =~ $re GROUP BY $g LIMIT $n OFFSET $o", r#"{"f": {"identifier": "n"}, "re": {"regex": "^h[13]$"}, "g": {"identifier": "host"}, "n": 2, "o": 1}"#),
+        ("SELECT mean(\"value\") FROM \"cpu\" WHERE time >= $from AND time < $from + 5m GROUP BY time($i) fill($fill)", r#"{"from": "2020-08-01T00:00:00Z", "i": {"duration": "1m"}, "fill": 0}"#),
+        ("SELECT max(\"value\") FROM \"cpu\" WHERE time >= 1596240000000ms AND time < 1596240300000ms GROUP BY time($i), \"dc\" fill($fill)", r#"{"i": {"duration": 60000000000}, "fill": {"identifier": "previous"}}"#),
+        ("SELECT count(\"value\") FROM /$/ WHERE \"host\" = $h; SELECT count(\"n\") FROM \"cpu\" WHERE \"dc\" = $h", r#"{"h": "h1"}"#),
+        ("SHOW TAG VALUES FROM $re WITH KEY = $k WHERE \"host\" != $h", r#"{"re": {"regex": "^c"}, "k": {"identifier": "host"}, "h": "h2"}"#),
+        ("SHOW MEASUREMENTS WITH MEASUREMENT =~ $re", r#"{"re": {"regex": "^(cpu|mem)$"}}"#),
+        ("SHOW TAG KEYS FROM $m; SHOW FIELD KEYS FROM $m", r#"{"m": {"ident": "mem"}}"#),
+        ("SHOW SERIES FROM \"cpu\" WHERE \"host\" = $h", r#"{"h": "h3"}"#),
+        // What cannot be bound, and where it is used.
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"host\" = $h", r#"{}"#),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"host\" = $h", ""),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"host\" = $", r#"{"h": "h1"}"#),
+        ("SELECT \"value\" FROM $m", r#"{"m": "cpu"}"#),
+        ("SELECT \"value\" FROM $m", r#"{"m": null}"#),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"value\" > $v", r#"{"v": [1, 2]}"#),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"value\" > $v", r#"{"v": {"integer": 2.5}}"#),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"value\" > $v", r#"{"v": {"integer": 1, "float": 2}}"#),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"value\" > $v", r#"{"v": {"number": "x"}}"#),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"value\" > $v", r#"{"v": {"duration": true}}"#),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"value\" > $v", r#"{"v": {"when": 1}}"#),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"value\" > $v", r#"{"v": {"integer": 1e3}}"#),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"host\" =~ $re", r#"{"re": "^h1"}"#),
+        ("SELECT \"value\" FROM \"cpu\" LIMIT $n", r#"{"n": 1.5}"#),
+        ("SELECT \"value\" FROM \"cpu\" LIMIT $n", r#"{"n": -1}"#),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"value\" > $v", r#"{"v": 1e3}"#),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"value\" > $v", r#"{"v": 99999999999999999999}"#),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"value\" > $v", r#"{"v": 1.0e400}"#),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"value\" > $v", "[1]"),
+        ("SELECT \"value\" FROM \"cpu\" WHERE \"value\" > $v", "{\"v\": "),
+    ]
+}
+
 /// Queries whose answers InfluxDB 1.8 shapes differently, with what [`regrouped`] undoes.
 /// `integral()` of several groups: InfluxDB answers its groups out of tag order, and a group's
 /// last bucket as a series of its own after the others (with several integrals, a row for
