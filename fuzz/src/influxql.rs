@@ -68,9 +68,7 @@ fn show_condition(stmt: &Statement) -> Option<&Expr> {
         Statement::ShowTagKeys(s) => s.condition.as_ref(),
         Statement::ShowTagValues(s) => s.condition.as_ref(),
         Statement::ShowSeries(s) => s.condition.as_ref(),
-        Statement::ShowMeasurementCardinality(s) | Statement::ShowSeriesCardinality(s) => {
-            s.condition.as_ref()
-        }
+        Statement::ShowCardinality(s) => s.condition.as_ref(),
         _ => None,
     }
 }

@@ -18,8 +18,7 @@ pub enum Statement {
     ShowTagValues(ShowTagValues),
     ShowFieldKeys(ShowFieldKeys),
     ShowSeries(ShowSeries),
-    ShowMeasurementCardinality(ShowCardinality),
-    ShowSeriesCardinality(ShowCardinality),
+    ShowCardinality(ShowCardinality),
     CreateDatabase(CreateDatabase),
     /// A statement InfluxDB 1.8 knows but sluice does not implement (`DROP DATABASE`,
     /// `SHOW USERS`, ...). Its body is skipped up to the next `;` without being checked, so
@@ -303,9 +302,11 @@ pub struct ShowSeries {
     pub offset: Option<u64>,
 }
 
-/// `SHOW MEASUREMENT [EXACT] CARDINALITY` and `SHOW SERIES [EXACT] CARDINALITY`.
+/// `SHOW MEASUREMENT|SERIES|TAG KEY|FIELD KEY [EXACT] CARDINALITY` and `SHOW TAG VALUES
+/// [EXACT] CARDINALITY ... WITH KEY ...`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShowCardinality {
+    pub of: CardinalityOf,
     pub exact: bool,
     pub database: Option<String>,
     pub sources: Vec<Measurement>,
@@ -313,6 +314,17 @@ pub struct ShowCardinality {
     pub group_by: Vec<Dimension>,
     pub limit: Option<u64>,
     pub offset: Option<u64>,
+}
+
+/// What a `SHOW ... CARDINALITY` counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CardinalityOf {
+    Measurements,
+    Series,
+    TagKeys,
+    /// The distinct values of the keys `WITH KEY` selects.
+    TagValues(TagKeyFilter),
+    FieldKeys,
 }
 
 /// `CREATE DATABASE name [WITH [DURATION d] [REPLICATION n] [SHARD DURATION d] [NAME rp]]`.

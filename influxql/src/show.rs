@@ -2,8 +2,8 @@
 //! `CREATE DATABASE`, each with InfluxDB 1.8's clauses in InfluxDB's order.
 
 use crate::ast::{
-    CreateDatabase, RetentionPolicySpec, ShowCardinality, ShowFieldKeys, ShowMeasurements,
-    ShowSeries, ShowTagKeys, ShowTagValues, Statement, TagKeyFilter,
+    CardinalityOf, CreateDatabase, RetentionPolicySpec, ShowCardinality, ShowFieldKeys,
+    ShowMeasurements, ShowSeries, ShowTagKeys, ShowTagValues, Statement, TagKeyFilter,
 };
 use crate::parser::{Parser, Result};
 use crate::token::{Kw, Tok};
@@ -96,8 +96,8 @@ impl Parser {
     pub(crate) fn parse_show_series(&mut self) -> Result<Statement> {
         let exact = self.eat_kw(Kw::Exact);
         if self.eat_kw(Kw::Cardinality) {
-            return Ok(Statement::ShowSeriesCardinality(
-                self.parse_cardinality(exact)?,
+            return Ok(Statement::ShowCardinality(
+                self.parse_cardinality(CardinalityOf::Series, exact)?,
             ));
         }
         Ok(Statement::ShowSeries(ShowSeries {
@@ -110,12 +110,24 @@ impl Parser {
         }))
     }
 
-    /// `[ON db] [FROM] [WHERE] [GROUP BY] [LIMIT] [OFFSET]` after `... CARDINALITY`.
-    pub(crate) fn parse_cardinality(&mut self, exact: bool) -> Result<ShowCardinality> {
+    /// `[ON db] [FROM] [WHERE] [GROUP BY] [LIMIT] [OFFSET]` after `... CARDINALITY`, with a
+    /// `WITH KEY ...` after `FROM` for tag values (whose filter `of` holds a placeholder).
+    pub(crate) fn parse_cardinality(
+        &mut self,
+        of: CardinalityOf,
+        exact: bool,
+    ) -> Result<ShowCardinality> {
+        let database = self.parse_on()?;
+        let sources = self.parse_show_from()?;
+        let of = match of {
+            CardinalityOf::TagValues(_) => CardinalityOf::TagValues(self.parse_with_key()?),
+            other => other,
+        };
         Ok(ShowCardinality {
+            of,
             exact,
-            database: self.parse_on()?,
-            sources: self.parse_show_from()?,
+            database,
+            sources,
             condition: self.parse_condition()?,
             group_by: self.parse_dimensions()?,
             limit: self.parse_optional_int(Kw::Limit)?,
@@ -244,20 +256,87 @@ mod tests {
             (s.database.as_deref(), s.sources, s.limit),
             (Some("db"), vec![m("cpu")], Some(1))
         );
-        let Statement::ShowSeriesCardinality(c) = one("SHOW SERIES EXACT CARDINALITY ON db") else {
+        let Statement::ShowCardinality(c) = one("SHOW SERIES EXACT CARDINALITY ON db") else {
             panic!()
         };
-        assert!(c.exact);
-        let Statement::ShowMeasurementCardinality(c) =
+        assert!(c.exact && c.of == CardinalityOf::Series);
+        let Statement::ShowCardinality(c) =
             one("SHOW MEASUREMENT CARDINALITY FROM cpu WHERE a = 'b' GROUP BY host")
         else {
             panic!()
         };
-        assert!(!c.exact);
+        assert!(!c.exact && c.of == CardinalityOf::Measurements);
         assert_eq!(c.group_by.len(), 1);
         assert!(
-            matches!(one("SHOW MEASUREMENT EXACT CARDINALITY"), Statement::ShowMeasurementCardinality(c) if c.exact)
+            matches!(one("SHOW MEASUREMENT EXACT CARDINALITY"), Statement::ShowCardinality(c) if c.exact)
         );
+        let Statement::ShowCardinality(c) =
+            one("SHOW TAG VALUES EXACT CARDINALITY ON db FROM cpu WITH KEY IN (a, b) WHERE x = 'y' GROUP BY z LIMIT 2")
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (c.exact, c.of, c.database.as_deref(), c.limit),
+            (
+                true,
+                CardinalityOf::TagValues(TagKeyFilter::In(vec!["a".into(), "b".into()])),
+                Some("db"),
+                Some(2)
+            )
+        );
+        assert!(c.condition.is_some() && c.group_by.len() == 1);
+        for (q, of, exact) in [
+            (
+                "SHOW TAG KEY CARDINALITY FROM cpu",
+                CardinalityOf::TagKeys,
+                false,
+            ),
+            (
+                "SHOW TAG KEY EXACT CARDINALITY",
+                CardinalityOf::TagKeys,
+                true,
+            ),
+            (
+                "SHOW FIELD KEY CARDINALITY ON db",
+                CardinalityOf::FieldKeys,
+                false,
+            ),
+            (
+                "SHOW FIELD KEY EXACT CARDINALITY",
+                CardinalityOf::FieldKeys,
+                true,
+            ),
+        ] {
+            assert!(
+                matches!(one(q), Statement::ShowCardinality(c) if c.of == of && c.exact == exact),
+                "{q}"
+            );
+        }
+        // InfluxDB 1.8's words.
+        for (q, e) in [
+            (
+                "SHOW TAG KEY foo",
+                "found foo, expected EXACT, CARDINALITY at line 1, char 14",
+            ),
+            (
+                "SHOW TAG KEY EXACT foo",
+                "found foo, expected CARDINALITY at line 1, char 20",
+            ),
+            (
+                "SHOW FIELD KEY foo",
+                "found foo, expected EXACT, CARDINALITY at line 1, char 16",
+            ),
+            (
+                "SHOW TAG VALUES EXACT foo",
+                "found foo, expected CARDINALITY at line 1, char 23",
+            ),
+            (
+                "SHOW TAG VALUES CARDINALITY FROM cpu",
+                "found EOF, expected WITH at line 1, char 38",
+            ),
+        ] {
+            assert_eq!(err(q), e, "{q}");
+        }
         assert!(matches!(one("SHOW SERIES EXACT"), Statement::ShowSeries(_)));
         assert_eq!(
             err("SHOW MEASUREMENT EXACT"),

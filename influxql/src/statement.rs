@@ -2,7 +2,7 @@
 //! keywords are recognised, and an unknown one is reported with the same alternatives in the
 //! same order (`found FOO, expected SELECT, DELETE, SHOW, ...`).
 
-use crate::ast::Statement;
+use crate::ast::{CardinalityOf, Statement, TagKeyFilter};
 use crate::parser::{Parser, Result};
 use crate::token::{Kw, Tok};
 
@@ -19,8 +19,8 @@ enum Handler {
     Select,
     ShowDatabases,
     ShowFieldKeys,
-    ShowMeasurementCardinality,
-    ShowMeasurementExactCardinality,
+    /// `SHOW <kind> [EXACT] CARDINALITY`, `exact` once `EXACT` has been read.
+    Cardinality(Counted, bool),
     ShowMeasurements,
     ShowRetentionPolicies,
     ShowSeries,
@@ -29,7 +29,51 @@ enum Handler {
     CreateDatabase,
 }
 
+/// What a `SHOW ... CARDINALITY` reached through the keyword tree counts.
+#[derive(Clone, Copy)]
+enum Counted {
+    Measurements,
+    TagKeys,
+    FieldKeys,
+}
+
 use Node::{Branch, Parse, Unsupported};
+
+/// `EXACT CARDINALITY` or `CARDINALITY` after the keywords naming what is counted.
+const fn cardinality(what: Counted) -> Node {
+    Branch(match what {
+        Counted::Measurements => &[
+            (
+                Kw::Exact,
+                Parse(Handler::Cardinality(Counted::Measurements, true)),
+            ),
+            (
+                Kw::Cardinality,
+                Parse(Handler::Cardinality(Counted::Measurements, false)),
+            ),
+        ],
+        Counted::TagKeys => &[
+            (
+                Kw::Exact,
+                Parse(Handler::Cardinality(Counted::TagKeys, true)),
+            ),
+            (
+                Kw::Cardinality,
+                Parse(Handler::Cardinality(Counted::TagKeys, false)),
+            ),
+        ],
+        Counted::FieldKeys => &[
+            (
+                Kw::Exact,
+                Parse(Handler::Cardinality(Counted::FieldKeys, true)),
+            ),
+            (
+                Kw::Cardinality,
+                Parse(Handler::Cardinality(Counted::FieldKeys, false)),
+            ),
+        ],
+    })
+}
 
 const SHOW: &[(Kw, Node)] = &[
     (Kw::Continuous, Branch(&[(Kw::Queries, Unsupported)])),
@@ -38,18 +82,12 @@ const SHOW: &[(Kw, Node)] = &[
     (
         Kw::Field,
         Branch(&[
-            (Kw::Key, Unsupported),
+            (Kw::Key, cardinality(Counted::FieldKeys)),
             (Kw::Keys, Parse(Handler::ShowFieldKeys)),
         ]),
     ),
     (Kw::Grants, Branch(&[(Kw::For, Unsupported)])),
-    (
-        Kw::Measurement,
-        Branch(&[
-            (Kw::Exact, Parse(Handler::ShowMeasurementExactCardinality)),
-            (Kw::Cardinality, Parse(Handler::ShowMeasurementCardinality)),
-        ]),
-    ),
+    (Kw::Measurement, cardinality(Counted::Measurements)),
     (Kw::Measurements, Parse(Handler::ShowMeasurements)),
     (Kw::Queries, Unsupported),
     (
@@ -64,7 +102,7 @@ const SHOW: &[(Kw, Node)] = &[
     (
         Kw::Tag,
         Branch(&[
-            (Kw::Key, Unsupported),
+            (Kw::Key, cardinality(Counted::TagKeys)),
             (Kw::Keys, Parse(Handler::ShowTagKeys)),
             (Kw::Values, Parse(Handler::ShowTagValues)),
         ]),
@@ -156,22 +194,26 @@ impl Parser {
             match node {
                 Branch(next) => nodes = next,
                 Unsupported => return Ok(self.skip_unsupported(kind.join(" "), start)),
-                Parse(handler) => return self.dispatch(*handler, start),
+                Parse(handler) => return self.dispatch(*handler),
             }
         }
     }
 
-    fn dispatch(&mut self, handler: Handler, start: usize) -> Result<Statement> {
+    fn dispatch(&mut self, handler: Handler) -> Result<Statement> {
         Ok(match handler {
             Handler::Select => Statement::Select(Box::new(self.parse_select()?)),
             Handler::ShowDatabases => Statement::ShowDatabases,
             Handler::ShowFieldKeys => Statement::ShowFieldKeys(self.parse_show_field_keys()?),
-            Handler::ShowMeasurementCardinality => {
-                Statement::ShowMeasurementCardinality(self.parse_cardinality(false)?)
-            }
-            Handler::ShowMeasurementExactCardinality => {
-                self.expect_kw(Kw::Cardinality)?;
-                Statement::ShowMeasurementCardinality(self.parse_cardinality(true)?)
+            Handler::Cardinality(counted, exact) => {
+                if exact {
+                    self.expect_kw(Kw::Cardinality)?;
+                }
+                let of = match counted {
+                    Counted::Measurements => CardinalityOf::Measurements,
+                    Counted::TagKeys => CardinalityOf::TagKeys,
+                    Counted::FieldKeys => CardinalityOf::FieldKeys,
+                };
+                Statement::ShowCardinality(self.parse_cardinality(of, exact)?)
             }
             Handler::ShowMeasurements => {
                 Statement::ShowMeasurements(self.parse_show_measurements()?)
@@ -182,10 +224,16 @@ impl Parser {
             Handler::ShowSeries => self.parse_show_series()?,
             Handler::ShowTagKeys => Statement::ShowTagKeys(self.parse_show_tag_keys()?),
             Handler::ShowTagValues => {
-                let t = self.peek();
-                if t.tok.is_kw(Kw::Exact) || t.tok.is_kw(Kw::Cardinality) {
-                    let kind = "SHOW TAG VALUES CARDINALITY".to_string();
-                    return Ok(self.skip_unsupported(kind, start));
+                let exact = self.eat_kw(Kw::Exact);
+                if exact || self.eat_kw(Kw::Cardinality) {
+                    if exact {
+                        self.expect_kw(Kw::Cardinality)?;
+                    }
+                    // The key filter is read in its place, after `FROM`.
+                    let of = CardinalityOf::TagValues(TagKeyFilter::In(Vec::new()));
+                    return Ok(Statement::ShowCardinality(
+                        self.parse_cardinality(of, exact)?,
+                    ));
                 }
                 Statement::ShowTagValues(self.parse_show_tag_values()?)
             }
@@ -298,9 +346,7 @@ mod tests {
                 text: "show users".into()
             }
         );
-        assert!(
-            matches!(&stmts[3], Statement::Unsupported { kind, .. } if kind == "SHOW TAG VALUES CARDINALITY")
-        );
+        assert!(matches!(&stmts[3], Statement::ShowCardinality(_)));
     }
 
     #[test]

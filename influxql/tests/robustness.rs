@@ -29,9 +29,7 @@ fn expressions(stmt: &Statement) -> Vec<&Expr> {
         Statement::ShowTagKeys(s) => out.extend(&s.condition),
         Statement::ShowTagValues(s) => out.extend(&s.condition),
         Statement::ShowSeries(s) => out.extend(&s.condition),
-        Statement::ShowMeasurementCardinality(s) | Statement::ShowSeriesCardinality(s) => {
-            out.extend(&s.condition)
-        }
+        Statement::ShowCardinality(s) => out.extend(&s.condition),
         _ => {}
     }
     out

@@ -148,6 +148,17 @@ pub fn tag_value_rows_sql(from: &str, filter: &str, key: &TagKeyFilter) -> Strin
                 "SELECT measurement, {k} AS k, tags[{k}] AS v FROM {from} WHERE {filter} AND mapContains(tags, {k})"
             );
         }
+        other => key_filter_sql(other),
+    };
+    format!(
+        "SELECT measurement, k, tags[k] AS v FROM {from} ARRAY JOIN mapKeys(tags) AS k WHERE {filter} AND {k}"
+    )
+}
+
+/// `WITH KEY ...` as a condition on a series' tag key `k`.
+pub fn key_filter_sql(key: &TagKeyFilter) -> String {
+    match key {
+        TagKeyFilter::Eq(k) => format!("k = {}", quote_str(k)),
         TagKeyFilter::NotEq(k) => format!("k != {}", quote_str(k)),
         TagKeyFilter::In(ks) => format!(
             "k IN ({})",
@@ -158,10 +169,7 @@ pub fn tag_value_rows_sql(from: &str, filter: &str, key: &TagKeyFilter) -> Strin
         ),
         TagKeyFilter::Regex(re) => format!("match(k, {})", quote_str(re.as_str())),
         TagKeyFilter::NotRegex(re) => format!("NOT match(k, {})", quote_str(re.as_str())),
-    };
-    format!(
-        "SELECT measurement, k, tags[k] AS v FROM {from} ARRAY JOIN mapKeys(tags) AS k WHERE {filter} AND {k}"
-    )
+    }
 }
 
 /// A pod's distinct tag values for a gathering pod: three short strings per value, not every
@@ -213,20 +221,6 @@ fn grouped_tag_values(key: &TagKeyFilter, order: Option<SortOrder>) -> String {
 pub fn series_sql(from: &str, filter: &str) -> String {
     format!(
         "SELECT measurement, toJSONString(mapSort(tags)) FROM {} WHERE {filter}",
-        from
-    )
-}
-
-pub fn measurement_cardinality_sql(from: &str, filter: &str) -> String {
-    format!(
-        "SELECT count(DISTINCT measurement) FROM {} WHERE {filter}",
-        from
-    )
-}
-
-pub fn series_cardinality_sql(from: &str, filter: &str) -> String {
-    format!(
-        "SELECT measurement, count() FROM {} WHERE {filter} GROUP BY measurement ORDER BY measurement",
         from
     )
 }

@@ -10,6 +10,7 @@
 pub mod aggregate;
 pub mod answer;
 pub mod buckets;
+mod cardinality;
 pub mod cond;
 mod distinct;
 pub mod fetch;
@@ -294,8 +295,7 @@ fn statement(ctx: &Ctx, s: &Statement, id: usize) -> Result<Outcome, String> {
         Statement::ShowTagValues(t) => return show::tag_values(ctx, t, id),
         Statement::ShowFieldKeys(f) => show::field_keys(ctx, f, id),
         Statement::ShowSeries(s) => show::series(ctx, s, id),
-        Statement::ShowMeasurementCardinality(c) => show::measurement_cardinality(ctx, c, id),
-        Statement::ShowSeriesCardinality(c) => show::series_cardinality(ctx, c, id),
+        Statement::ShowCardinality(c) => cardinality::cardinality(ctx, c, id),
         Statement::Unsupported { kind, .. } => {
             Err(format!("{kind} is not supported by sluice's /query"))
         }

@@ -297,13 +297,17 @@ fn show_filter(
         ),
         Some(Statement::ShowTagValues(t)) => (t.sources.clone(), t.condition.as_ref(), None),
         Some(Statement::ShowSeries(s)) => (s.sources.clone(), s.condition.as_ref(), None),
-        Some(Statement::ShowMeasurementCardinality(c)) => (
-            c.sources.clone(),
-            c.condition.as_ref(),
-            Some(OnePer::Measurement),
-        ),
-        Some(Statement::ShowSeriesCardinality(c)) => {
-            (c.sources.clone(), c.condition.as_ref(), None)
+        Some(Statement::ShowCardinality(c)) => {
+            use sluice_influxql::CardinalityOf;
+            // Groups need every series; without them a count of names needs one series
+            // per name.
+            let one_per = match c.of {
+                _ if !c.group_by.is_empty() => None,
+                CardinalityOf::Measurements | CardinalityOf::FieldKeys => Some(OnePer::Measurement),
+                CardinalityOf::TagKeys => Some(OnePer::KeySet),
+                CardinalityOf::Series | CardinalityOf::TagValues(_) => None,
+            };
+            (c.sources.clone(), c.condition.as_ref(), one_per)
         }
         _ => return Err(format!("statement {i} of the request does not list series")),
     };

@@ -12,7 +12,7 @@ use crate::cluster::Partial;
 /// The series rows a `SHOW` statement lists: those of its database that its sources and
 /// condition select, as `sql(from, filter)` makes of them; `merged` when the statement lists
 /// or counts series rather than distinct names (see [`meta::local_series`]).
-fn listed(
+pub(super) fn listed(
     ctx: &Ctx,
     database_name: &Option<String>,
     sources: &[Measurement],
@@ -200,93 +200,4 @@ pub(super) fn series(
             vec![meta::series(None, &["key"], values)]
         },
     ))
-}
-
-/// `SHOW MEASUREMENT CARDINALITY`.
-pub(super) fn measurement_cardinality(
-    ctx: &Ctx,
-    c: &sluice_influxql::ShowCardinality,
-    id: usize,
-) -> Result<Value, String> {
-    let rows = listed(
-        ctx,
-        &c.database,
-        &c.sources,
-        c.condition.as_ref(),
-        id,
-        false,
-        &|from, filter| meta::measurement_cardinality_sql(from, filter),
-    )?;
-    let n = rows
-        .rows
-        .first()
-        .and_then(|r| r.first())
-        .cloned()
-        .unwrap_or(json!(0));
-    Ok(with_series(
-        id,
-        vec![meta::series(None, &["count"], vec![json!([n])])],
-    ))
-}
-
-/// `SHOW SERIES [EXACT] CARDINALITY`.
-pub(super) fn series_cardinality(
-    ctx: &Ctx,
-    c: &sluice_influxql::ShowCardinality,
-    id: usize,
-) -> Result<Value, String> {
-    let rows = listed(
-        ctx,
-        &c.database,
-        &c.sources,
-        c.condition.as_ref(),
-        id,
-        true,
-        &|from, filter| meta::series_cardinality_sql(from, filter),
-    )?;
-    if c.exact {
-        return Ok(with_series(
-            id,
-            per_measurement(rows.rows, &["count"], c.limit, c.offset),
-        ));
-    }
-    let total: i64 = rows
-        .rows
-        .iter()
-        .filter_map(|r| r.get(1).and_then(Value::as_i64))
-        .sum();
-    Ok(with_series(
-        id,
-        vec![meta::series(None, &["count"], vec![json!([total])])],
-    ))
-}
-
-/// Rows `(measurement, values...)` as a series per measurement.
-pub(super) fn per_measurement(
-    rows: Vec<Vec<Value>>,
-    columns: &[&str],
-    limit: Option<u64>,
-    offset: Option<u64>,
-) -> Vec<Value> {
-    let mut grouped: Vec<(String, Vec<Value>)> = Vec::new();
-    for mut row in rows {
-        if row.is_empty() {
-            continue;
-        }
-        let m = match row.remove(0) {
-            Value::String(s) => s,
-            other => other.to_string(),
-        };
-        match grouped.last_mut() {
-            Some((last, values)) if *last == m => values.push(Value::Array(row)),
-            _ => grouped.push((m, vec![Value::Array(row)])),
-        }
-    }
-    grouped
-        .into_iter()
-        .filter_map(|(m, values)| {
-            let values = meta::page(values, limit, offset);
-            (!values.is_empty()).then(|| meta::series(Some(&m), columns, values))
-        })
-        .collect()
 }
