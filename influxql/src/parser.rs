@@ -422,7 +422,8 @@ impl Parser {
     }
 
     /// `[kw n]` for LIMIT, OFFSET, SLIMIT and SOFFSET. Like InfluxDB, a value too large for
-    /// a signed 64-bit integer is clamped rather than refused.
+    /// a signed 64-bit integer is clamped rather than refused, and 0 is no clause at all
+    /// (`LIMIT 0` limits nothing).
     pub(crate) fn parse_optional_int(&mut self, kw: Kw) -> Result<Option<u64>> {
         if !self.eat_kw(kw) {
             return Ok(None);
@@ -435,7 +436,7 @@ impl Parser {
             }
             Tok::Integer(digits) => {
                 let n = digits.parse::<u64>().unwrap_or(u64::MAX);
-                Ok(Some(n.min(i64::MAX as u64)))
+                Ok((n > 0).then_some(n.min(i64::MAX as u64)))
             }
             _ => Err(self.unexpected(&t, &["integer"])),
         }
@@ -555,6 +556,9 @@ mod tests {
         assert_eq!(p.parse_order_by(), Ok(Some(SortOrder::Descending)));
         assert_eq!(p.parse_optional_int(Kw::Limit), Ok(Some(10)));
         assert_eq!(p.parse_optional_int(Kw::Offset), Ok(Some(i64::MAX as u64)));
+        let mut p = Parser::new("LIMIT 0 SLIMIT 00");
+        assert_eq!(p.parse_optional_int(Kw::Limit), Ok(None));
+        assert_eq!(p.parse_optional_int(Kw::Slimit), Ok(None));
         let mut p = Parser::new("ORDER BY DESC");
         assert_eq!(p.parse_order_by(), Ok(Some(SortOrder::Descending)));
         let mut p = Parser::new("order by time");

@@ -24,7 +24,7 @@
 
 mod common;
 
-use common::generated::{statement, Rng};
+use common::generated::{show_statement, statement, Rng};
 use common::influxd::Influxd;
 use common::influxql::{get, load, same_within, settled};
 use common::Server;
@@ -38,6 +38,14 @@ fn failed(answer: &(u16, Value)) -> bool {
             .is_none_or(|rs| rs.iter().any(|r| r.get("error").is_some()))
 }
 
+/// A real InfluxDB 1.8 and a sluice server, both holding `common::influxql::points`.
+fn loaded() -> (Influxd, Server) {
+    let influxd = Influxd::start();
+    let sluice = Server::start(&[]);
+    load(&influxd, &sluice);
+    (influxd, sluice)
+}
+
 #[test]
 fn generated_selects_answer_as_influxdb_1_8() {
     let seed = common::test_seed();
@@ -48,9 +56,7 @@ fn generated_selects_answer_as_influxdb_1_8() {
     println!(
         "generated InfluxQL: seed {seed} (SLUICE_TEST_SEED={seed} repeats it), {cases} statements"
     );
-    let influxd = Influxd::start();
-    let sluice = Server::start(&[]);
-    load(&influxd, &sluice);
+    let (influxd, sluice) = loaded();
     let influx_get = |p: &str| influxd.request("GET", p, &[], b"");
     let sluice_get = |p: &str| sluice.request("GET", p, &[], b"");
 
@@ -79,6 +85,39 @@ fn generated_selects_answer_as_influxdb_1_8() {
     assert!(
         failures.is_empty(),
         "{} of {cases} generated statements answer differently from InfluxDB 1.8 (seed {seed}):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Generated `SHOW` statements (`common::generated::show_statement`): measurements, tag keys
+/// and values, field keys, series and every cardinality, with `FROM`, tag conditions, `GROUP
+/// BY` tags, `LIMIT` and `OFFSET`.
+#[test]
+fn generated_shows_answer_as_influxdb_1_8() {
+    let seed = common::test_seed();
+    println!("generated SHOW statements: seed {seed} (SLUICE_TEST_SEED={seed} repeats it)");
+    let (influxd, sluice) = loaded();
+    let influx_get = |p: &str| influxd.request("GET", p, &[], b"");
+    let sluice_get = |p: &str| sluice.request("GET", p, &[], b"");
+    let mut r = Rng(seed);
+    let mut failures = Vec::new();
+    let cases = 200;
+    for _ in 0..cases {
+        let q = show_statement(&mut r);
+        let (want, got) = settled(&|| (get(&influx_get, &q), get(&sluice_get, &q)), 0.0);
+        if want.0 != got.0 || want.1 != got.1 {
+            println!("DIFFERENT  {q}");
+            failures.push(format!(
+                "{q}\n    influxd: {} {}\n    sluice:  {} {}",
+                want.0, want.1, got.0, got.1
+            ));
+        }
+    }
+    println!("{} of {cases} answered the same", cases - failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} of {cases} generated SHOW statements answer differently from InfluxDB 1.8 (seed {seed}):\n{}",
         failures.len(),
         failures.join("\n")
     );

@@ -177,6 +177,12 @@ fn counts_sql(of: &CardinalityOf, from: &str, filter: &str, dims: &[String]) -> 
         cols.push(format!("tags[{}] AS __sl_d{i}", quote_str(k)));
         keys.push(format!("__sl_d{i}"));
     }
+    // Groups come in the order of their tag sets, the tags sorted by key, as in InfluxDB.
+    let mut by_key: Vec<(&String, &String)> = dims.iter().zip(&keys[1..]).collect();
+    by_key.sort();
+    let order: Vec<&str> = std::iter::once(keys[0].as_str())
+        .chain(by_key.into_iter().map(|(_, col)| col.as_str()))
+        .collect();
     let (measurement, count, join, key) = match of {
         CardinalityOf::Measurements => ("'' AS __sl_m", "uniqExact(measurement)", "", None),
         CardinalityOf::Series | CardinalityOf::FieldKeys => ("measurement", "count()", "", None),
@@ -198,10 +204,11 @@ fn counts_sql(of: &CardinalityOf, from: &str, filter: &str, dims: &[String]) -> 
         .chain(std::iter::once(count.to_string()))
         .collect();
     let key = key.map(|k| format!(" AND {k}")).unwrap_or_default();
-    let by = keys.join(", ");
     format!(
-        "SELECT {} FROM {from}{join} WHERE {filter}{key} GROUP BY {by} ORDER BY {by}",
-        select.join(", ")
+        "SELECT {} FROM {from}{join} WHERE {filter}{key} GROUP BY {} ORDER BY {}",
+        select.join(", "),
+        keys.join(", "),
+        order.join(", ")
     )
 }
 

@@ -183,6 +183,11 @@ pub fn queries() -> Vec<String> {
         "SHOW TAG VALUES CARDINALITY FROM \"cpu\" WITH KEY = \"host\" GROUP BY \"dc\"".into(),
         "SHOW FIELD KEY CARDINALITY GROUP BY \"host\"".into(),
         "SHOW FIELD KEY CARDINALITY WHERE \"host\" = 'zz'".into(),
+        // `LIMIT 0` limits nothing, in InfluxDB's SHOW and SELECT alike.
+        "SHOW MEASUREMENTS LIMIT 0".into(),
+        "SHOW TAG VALUES WITH KEY = \"host\" LIMIT 0 OFFSET 1".into(),
+        format!("SELECT \"value\" FROM \"cpu\" WHERE \"host\" = 'h1' AND {range} LIMIT 0"),
+        format!("SELECT mean(\"value\") FROM \"cpu\" WHERE {range} GROUP BY \"host\" SLIMIT 0"),
         "SHOW SERIES FROM \"cpu\"".into(),
         "SELECT FROM cpu".into(),
         "SELECT mean(\"value\") FROM \"nosuch\"".into(),
