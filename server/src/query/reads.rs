@@ -105,7 +105,9 @@ impl Query<'_> {
             conds.push(format!("m.series_id IN ({})", self.series_ids_sql()));
         }
         let TimeRange { min, max } = self.filter.range;
-        if let Some(lo) = min {
+        // A subquery's rows are already within the range, which its statement took from this
+        // one; its first bucket may start before it, and InfluxDB keeps that row.
+        if let Some(lo) = min.filter(|_| self.src.series.is_none()) {
             conds.push(format!("m.time >= fromUnixTimestamp64Nano(toInt64({lo}))"));
         }
         if let Some(hi) = max {

@@ -509,3 +509,77 @@ pub fn show_statement(r: &mut Rng) -> String {
         ),
     }
 }
+
+/// Aggregates inside a subquery: no selectors, which keep their point's time there in
+/// InfluxDB, and no `stddev`, whose NaN of one point InfluxDB hands on (README, deliberate
+/// differences).
+const INNER_AGGREGATES: &[&str] = &["mean", "median", "count", "sum", "spread"];
+
+/// One generated statement over a subquery: an outer aggregate, or raw rows under a condition,
+/// over an inner aggregate per bucket (maybe per host), with ranges of their own.
+pub fn subquery_statement(r: &mut Rng) -> String {
+    let m = &MEASUREMENTS[r.below(MEASUREMENTS.len())];
+    let inner_agg = format!("{}(\"{}\")", r.pick(INNER_AGGREGATES), field(r, m));
+    let per_host = r.chance(60);
+    // Outer buckets at least as wide as the inner ones (README, deliberate differences).
+    let (inner_interval, outer_intervals): (&str, &[&str]) = match r.below(3) {
+        0 => ("30s", &["1m", "2m", "5m"]),
+        1 => ("1m", &["1m", "2m", "5m"]),
+        _ => ("2m", &["2m", "4m", "6m"]),
+    };
+    let inner_group = if per_host {
+        format!("time({inner_interval}), \"host\"")
+    } else {
+        format!("time({inner_interval})")
+    };
+    let inner_where = match r.chance(50).then(|| r.pick(m.tag_conds)) {
+        Some(c) => format!("{c} AND {}", range(r)),
+        None => range(r),
+    };
+    let inner = format!(
+        "SELECT {inner_agg} AS \"a\" FROM \"{}\" WHERE {inner_where} GROUP BY {inner_group}",
+        m.name
+    );
+    let outer_range = if r.chance(70) {
+        format!(" WHERE {}", range(r))
+    } else {
+        String::new()
+    };
+    let by_host = per_host && r.chance(50);
+    match r.below(4) {
+        // Per outer bucket, maybe per host.
+        0 | 1 => {
+            let outer = r.pick(&["sum", "mean", "max", "min", "count", "spread", "last"]);
+            let interval = r.pick(outer_intervals);
+            let host = if by_host { ", \"host\"" } else { "" };
+            let fill = if r.chance(40) {
+                format!(" fill({})", r.pick(&["null", "none", "0"]))
+            } else {
+                String::new()
+            };
+            let w = if outer_range.is_empty() {
+                format!(" WHERE {}", range(r))
+            } else {
+                outer_range
+            };
+            format!("SELECT {outer}(\"a\") FROM ({inner}){w} GROUP BY time({interval}){host}{fill}")
+        }
+        // Over the whole range, the inner's (README, deliberate differences).
+        2 => {
+            let outer = r.pick(&["sum", "mean", "max", "min", "count", "spread"]);
+            let host = if by_host { " GROUP BY \"host\"" } else { "" };
+            format!("SELECT {outer}(\"a\") FROM ({inner}){host}")
+        }
+        // The inner rows under a condition on their values.
+        _ => {
+            let cond = format!("\"a\" > {}", r.below(60));
+            let w = if outer_range.is_empty() {
+                format!(" WHERE {cond}")
+            } else {
+                format!("{outer_range} AND {cond}")
+            };
+            let host = if by_host { " GROUP BY \"host\"" } else { "" };
+            format!("SELECT \"a\" FROM ({inner}){w}{host}")
+        }
+    }
+}

@@ -183,6 +183,19 @@ pub fn queries() -> Vec<String> {
         "SHOW TAG VALUES CARDINALITY FROM \"cpu\" WITH KEY = \"host\" GROUP BY \"dc\"".into(),
         "SHOW FIELD KEY CARDINALITY GROUP BY \"host\"".into(),
         "SHOW FIELD KEY CARDINALITY WHERE \"host\" = 'zz'".into(),
+        // Grafana's sum of per-host maxima with a range that starts inside a bucket: the
+        // inner's first bucket starts before the range and still counts.
+        format!(
+            "SELECT sum(\"m\") FROM (SELECT max(\"value\") AS \"m\" FROM \"cpu\" WHERE {part} \
+             GROUP BY time(1m), \"host\") WHERE {part} GROUP BY time(1m)",
+            part = format!("time >= {} and time <= {}", ms(T0 + 95), ms(T0 + 431))
+        ),
+        format!(
+            "SELECT \"m\" FROM (SELECT mean(\"value\") AS \"m\" FROM \"cpu\" WHERE {range} \
+             GROUP BY time(2m)) WHERE time >= {} and time <= {}",
+            ms(T0 + 95),
+            ms(T0 + 431)
+        ),
         // `LIMIT 0` limits nothing, in InfluxDB's SHOW and SELECT alike.
         "SHOW MEASUREMENTS LIMIT 0".into(),
         "SHOW TAG VALUES WITH KEY = \"host\" LIMIT 0 OFFSET 1".into(),
