@@ -9,7 +9,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::generated::{show_statement, statement, Rng};
+use common::generated::{extra_statement, show_statement, statement, subquery_statement, Rng};
 use common::influxql::{
     fitted_queries, get, points, queries, regrouped_queries, same_within, settled,
 };
@@ -156,6 +156,8 @@ fn three_pods_answer_every_query_as_one_pod_holding_everything() {
     let mut rng = Rng(gen_seed);
     all.extend((0..150).map(|_| statement(&mut rng)));
     all.extend((0..60).map(|_| show_statement(&mut rng)));
+    all.extend((0..40).map(|_| subquery_statement(&mut rng)));
+    all.extend((0..40).map(|_| extra_statement(&mut rng)));
     // `holt_winters()` of means over several series: InfluxDB's may differ in the last
     // bits, but three pods' equal one pod's, which add each bucket's points in time order.
     all.extend(fitted_queries());

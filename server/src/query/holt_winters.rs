@@ -335,23 +335,26 @@ pub(super) fn select(
         .deadline()
         .unwrap_or_else(|| Instant::now() + ctx.app.cfg.query.timeout);
     let mut series = Vec::new();
-    for source in &inner.sources {
-        let Source::Measurement(m) = source else {
-            continue;
-        };
-        select::measurement_rows(ctx, &inner, m, &text, &mut |name, p, rows| {
-            let rows = call.forecast(sel, rows, deadline).map_err(|e| match e {
-                Refused::Expired => format!(
-                    "holt_winters() ran past query.timeout ({}): forecast fewer series or fewer intervals",
-                    sluice_core::config::format_duration(ctx.app.cfg.query.timeout)
-                ),
-                Refused::TooLong(span) => format!(
-                    "holt_winters() of a series spanning {span} intervals, more than {MAX_SPAN}: use a larger interval or a shorter range"
-                ),
-            })?;
-            shape::series(name, &p.columns, p.tagged, rows, epoch, &mut series)
+    let measurements: Vec<_> = inner
+        .sources
+        .iter()
+        .filter_map(|s| match s {
+            Source::Measurement(m) => Some(m),
+            Source::Subquery(_) => None,
+        })
+        .collect();
+    select::measurement_rows(ctx, &inner, &measurements, &text, &mut |name, p, rows| {
+        let rows = call.forecast(sel, rows, deadline).map_err(|e| match e {
+            Refused::Expired => format!(
+                "holt_winters() ran past query.timeout ({}): forecast fewer series or fewer intervals",
+                sluice_core::config::format_duration(ctx.app.cfg.query.timeout)
+            ),
+            Refused::TooLong(span) => format!(
+                "holt_winters() of a series spanning {span} intervals, more than {MAX_SPAN}: use a larger interval or a shorter range"
+            ),
         })?;
-    }
+        shape::series(name, &p.columns, p.tagged, rows, epoch, &mut series)
+    })?;
     Ok(select::outcome(sel, id, series))
 }
 

@@ -31,21 +31,21 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outc
     // Each measurement's groups of series, which `SLIMIT` and `SOFFSET` count.
     let mut groups = BTreeMap::new();
     let limits = sel.slimit.is_some() || sel.soffset.is_some();
+    let mut measurements = Vec::new();
     for source in &sel.sources {
-        let m = match source {
-            FromSource::Measurement(m) => m,
+        match source {
+            FromSource::Measurement(m) => measurements.push(m),
             FromSource::Subquery(inner) => {
                 super::from_subquery::select(ctx, sel, inner, epoch, &mut series)?;
-                continue;
             }
-        };
-        measurement_rows(ctx, sel, m, &text, &mut |name, p, rows| {
-            if let (true, Some(g)) = (limits, &p.groups) {
-                groups.insert(name.to_string(), groups_of(ctx, g, id)?);
-            }
-            shape::series(name, &p.columns, p.tagged, rows, epoch, &mut series)
-        })?;
+        }
     }
+    measurement_rows(ctx, sel, &measurements, &text, &mut |name, p, rows| {
+        if let (true, Some(g)) = (limits, &p.groups) {
+            groups.insert(name.to_string(), groups_of(ctx, g, id)?);
+        }
+        shape::series(name, &p.columns, p.tagged, rows, epoch, &mut series)
+    })?;
     Ok(outcome_of(sel, id, series, &groups))
 }
 
@@ -97,16 +97,26 @@ fn outcome_of(
 /// What is done with the rows of one measurement: its name, its plan and its rows.
 pub(super) type EachRows<'a> = dyn FnMut(&str, &plan::Plan, shape::Rows) -> Result<(), String> + 'a;
 
-/// `sel` over each measurement `m` names, planned here or gathered from every pod (which read
-/// the statement from `text`), its rows handed to `each`.
+/// `sel` over each measurement `sources` name, planned here or gathered from every pod (which
+/// read the statement from `text`), its rows handed to `each`. The measurements come in the
+/// order InfluxDB answers their series, by name (backwards under `ORDER BY time DESC`),
+/// whatever the order of `FROM`.
 pub(super) fn measurement_rows(
     ctx: &Ctx,
     sel: &SelectStatement,
-    m: &Measurement,
+    sources: &[&Measurement],
     text: &Statement,
     each: &mut EachRows,
 ) -> Result<(), String> {
-    for found in resolve(ctx, sel, m)? {
+    let mut all = Vec::new();
+    for m in sources {
+        all.extend(resolve(ctx, sel, m)?);
+    }
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    if sel.order == Some(sluice_influxql::SortOrder::Descending) {
+        all.reverse();
+    }
+    for found in all {
         let one = One {
             ordered_sums: text.ordered_sums,
             ..found.one()

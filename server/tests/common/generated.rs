@@ -583,3 +583,91 @@ pub fn subquery_statement(r: &mut Rng) -> String {
         }
     }
 }
+
+/// One generated statement of the kinds [`statement`] leaves out: aggregates of `*` and of a
+/// regex over several measurements, math around aggregates, casts, `tz()`, `top()` and
+/// `bottom()`, `distinct()`, raw `*`. Points of several series are read per series (README,
+/// deliberate differences: their order at one time is InfluxDB's merge's).
+pub fn extra_statement(r: &mut Rng) -> String {
+    let m = &MEASUREMENTS[r.below(MEASUREMENTS.len())];
+    let w = where_clause(r, m, true);
+    let g = buckets(r, m);
+    let from = match r.below(4) {
+        0 => "\"mem\", \"disk\"".to_string(),
+        1 => "/^(mem|disk)$/".to_string(),
+        _ => format!("\"{}\"", m.name),
+    };
+    let agg = r.pick(&AGGREGATES[..9]);
+    match r.below(8) {
+        // Aggregates of every field, or of those a regex names, maybe of several measurements.
+        0 => {
+            let args = if r.chance(50) { "*" } else { "/e/" };
+            let w = format!(" WHERE {}", range(r));
+            format!("SELECT {agg}({args}) FROM {from}{w} GROUP BY {g}")
+        }
+        // Math around an aggregate per bucket (not `ln()` or `exp()`, whose infinities fail
+        // InfluxDB's whole answer: README, deliberate differences).
+        1 => {
+            let math = r.pick(&["abs", "round", "ceil", "floor", "sqrt"]);
+            let f = field(r, m);
+            format!(
+                "SELECT {math}({agg}(\"{f}\")) FROM \"{}\"{w} GROUP BY {g}",
+                m.name
+            )
+        }
+        // Casts of raw points of one host, and of a tag.
+        2 => {
+            let whole = format!(" WHERE {}", range(r));
+            let w = one_host(r, &whole);
+            let cast = r.pick(&["float", "integer"]);
+            format!(
+                "SELECT \"{}\"::{cast}, \"{}\"::field, \"host\"::tag FROM \"{}\"{w}",
+                m.float, m.integer, m.name
+            )
+        }
+        // Buckets on a zone's wall clock.
+        3 => {
+            let f = field(r, m);
+            let zone = r.pick(&["Europe/Paris", "America/New_York", "Asia/Kolkata"]);
+            format!(
+                "SELECT {agg}(\"{f}\") FROM \"{}\"{w} GROUP BY {g} tz('{zone}')",
+                m.name
+            )
+        }
+        // The greatest or least points, per bucket or over the range, maybe one per tag.
+        4 => {
+            let call = r.pick(&["top", "bottom"]);
+            let f = field(r, m);
+            let n = 1 + r.below(3);
+            let args = if r.chance(40) {
+                format!("\"{f}\", \"host\", {n}")
+            } else {
+                format!("\"{f}\", {n}")
+            };
+            let g = if r.chance(50) {
+                format!(" GROUP BY time({})", r.pick(&["1m", "2m", "5m"]))
+            } else {
+                String::new()
+            };
+            format!("SELECT {call}({args}) FROM \"{}\"{w}{g}", m.name)
+        }
+        // Distinct values, and how many.
+        5 => {
+            let f = m.integer;
+            let call = if r.chance(50) {
+                format!("distinct(\"{f}\")")
+            } else {
+                format!("count(distinct(\"{f}\"))")
+            };
+            format!("SELECT {call} FROM \"{}\"{w} GROUP BY {g}", m.name)
+        }
+        // Every field and tag of each series.
+        6 => format!(
+            "SELECT * FROM \"{}\"{w} GROUP BY *{}",
+            m.name,
+            tail(r, false)
+        ),
+        // Each measurement's own fields, per series.
+        _ => format!("SELECT * FROM {from} WHERE {} GROUP BY *", range(r)),
+    }
+}

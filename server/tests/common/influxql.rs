@@ -196,6 +196,9 @@ pub fn queries() -> Vec<String> {
             ms(T0 + 95),
             ms(T0 + 431)
         ),
+        // Several measurements answer in the order of their names, whatever `FROM`'s.
+        format!("SELECT * FROM \"mem\", \"disk\" WHERE {range} GROUP BY *"),
+        format!("SELECT count(\"used\") FROM \"mem\", \"disk\" WHERE {range} GROUP BY \"host\" ORDER BY time DESC"),
         // `LIMIT 0` limits nothing, in InfluxDB's SHOW and SELECT alike.
         "SHOW MEASUREMENTS LIMIT 0".into(),
         "SHOW TAG VALUES WITH KEY = \"host\" LIMIT 0 OFFSET 1".into(),
