@@ -150,12 +150,7 @@ fn string_and_boolean_calls_fill_and_refuse_as_influxdb_does() {
     let sluice = Server::start(&[]);
     let body =
         "sc s=\"a\",b=true 1596240000\nsc s=\"b\",b=false 1596240020\nsc s=\"c\",b=true 1596240050";
-    let create = "/query?q=CREATE%20DATABASE%20h";
-    assert_eq!(influxd.request("POST", create, &[], b"").status, 200);
-    let w = influxd.request("POST", "/write?db=h&precision=s", &[], body.as_bytes());
-    assert_eq!(w.status, 204, "influxd write: {}", w.body);
-    let w = sluice.write("db=h&precision=s", body);
-    assert_eq!(w.status, 204, "sluice write: {}", w.body);
+    write_both(&influxd, &sluice, "h", "s", body);
     sluice.wait_sql("SELECT count() FROM h_autogen_sc", "3");
     let range = "time >= 1596240000000ms AND time <= 1596240059000ms GROUP BY time(10s)";
     let ask = |r: common::Resp| {
@@ -241,4 +236,39 @@ fn string_and_boolean_calls_fill_and_refuse_as_influxdb_does() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Times before 1970 in every `epoch`: InfluxDB divides with Go's division, which cuts toward
+/// zero (a point at -1.5 s is -1 with `epoch=s`), and takes a unit it does not know as
+/// nanoseconds.
+#[test]
+fn epochs_of_times_before_1970_are_influxdbs() {
+    let influxd = Influxd::start();
+    let sluice = Server::start(&[]);
+    let body = "neg v=1 -1500000000\nneg v=2 -1\nneg v=3 1500000001";
+    write_both(&influxd, &sluice, "e", "ns", body);
+    sluice.wait_sql("SELECT count() FROM e_autogen_neg", "3");
+    let q = "SELECT v FROM neg WHERE time > -10s";
+    for epoch in ["", "ns", "u", "ms", "s", "m", "h", "x"] {
+        let path = format!(
+            "/query?{}",
+            serde_urlencoded::to_string([("db", "e"), ("epoch", epoch), ("q", q)]).expect("encode")
+        );
+        let want = influxd.request("GET", &path, &[], b"").body;
+        let got = sluice.request("GET", &path, &[], b"").body;
+        let parse = |s: &str| serde_json::from_str::<Value>(s.trim()).expect("JSON");
+        assert_eq!(parse(&got), parse(&want), "epoch={epoch}");
+    }
+}
+
+/// Creates database `db` on both and writes `body` (line protocol in `precision`) to both.
+fn write_both(influxd: &Influxd, sluice: &Server, db: &str, precision: &str, body: &str) {
+    let create = format!("/query?q=CREATE%20DATABASE%20{db}");
+    assert_eq!(influxd.request("POST", &create, &[], b"").status, 200);
+    assert_eq!(sluice.request("POST", &create, &[], b"").status, 200);
+    let params = format!("db={db}&precision={precision}");
+    let w = influxd.request("POST", &format!("/write?{params}"), &[], body.as_bytes());
+    assert_eq!(w.status, 204, "influxd write: {}", w.body);
+    let w = sluice.write(&params, body);
+    assert_eq!(w.status, 204, "sluice write: {}", w.body);
 }

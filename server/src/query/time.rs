@@ -112,25 +112,25 @@ pub fn format_rfc3339(ns: i64) -> String {
     out
 }
 
-/// The unit of the `epoch` parameter, in nanoseconds; `None` for an absent or unknown one
-/// (InfluxDB then answers RFC 3339 strings).
+/// The unit of the `epoch` parameter, in nanoseconds; `None` for an absent or empty one (RFC
+/// 3339 strings then). As in InfluxDB, a value it does not know is nanoseconds; `µ`, `µs` and
+/// `us`, which InfluxDB 1.8 also takes as nanoseconds, are microseconds here.
 pub fn epoch_unit(epoch: Option<&str>) -> Option<i64> {
-    Some(match epoch? {
-        "n" | "ns" => 1,
+    Some(match epoch.filter(|e| !e.is_empty())? {
         "u" | "µ" | "µs" | "us" => 1_000,
         "ms" => 1_000_000,
         "s" => NANOS_PER_SEC,
         "m" => 60 * NANOS_PER_SEC,
         "h" => 3600 * NANOS_PER_SEC,
-        _ => return None,
+        _ => 1,
     })
 }
 
-/// The `time` value of an answer row: an integer in the epoch unit (rounded down, as
-/// InfluxDB does), or an RFC 3339 string.
+/// The `time` value of an answer row: an integer in the epoch unit (cut toward zero, as Go's
+/// division in InfluxDB cuts a time before 1970), or an RFC 3339 string.
 pub fn time_value(ns: i64, unit: Option<i64>) -> Value {
     match unit {
-        Some(u) => Value::from(ns.div_euclid(u)),
+        Some(u) => Value::from(ns / u),
         None => Value::from(format_rfc3339(ns)),
     }
 }
@@ -178,17 +178,25 @@ mod tests {
         }
     }
 
+    /// As a running InfluxDB 1.8.10 answers: a point at -1.5 s is -1 with `epoch=s`.
     #[test]
-    fn epoch_units_round_down() {
+    fn epoch_units_cut_toward_zero() {
         assert_eq!(
             time_value(1_999_999, epoch_unit(Some("ms"))),
             Value::from(1)
         );
-        assert_eq!(time_value(-1, epoch_unit(Some("s"))), Value::from(-1));
-        assert_eq!(time_value(5, epoch_unit(Some("ns"))), Value::from(5));
         assert_eq!(
-            time_value(0, epoch_unit(None)),
-            Value::from("1970-01-01T00:00:00Z")
+            time_value(-1_500_000_000, epoch_unit(Some("s"))),
+            Value::from(-1)
         );
+        assert_eq!(time_value(-1, epoch_unit(Some("s"))), Value::from(0));
+        assert_eq!(time_value(5, epoch_unit(Some("ns"))), Value::from(5));
+        assert_eq!(time_value(5, epoch_unit(Some("foo"))), Value::from(5));
+        for none in [None, Some("")] {
+            assert_eq!(
+                time_value(0, epoch_unit(none)),
+                Value::from("1970-01-01T00:00:00Z")
+            );
+        }
     }
 }
