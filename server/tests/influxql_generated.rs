@@ -25,7 +25,9 @@
 
 mod common;
 
-use common::generated::{extra_statement, show_statement, statement, subquery_statement, Rng};
+use common::generated::{
+    extra_statement, show_statement, statement, subquery_statement, time_statement, Rng,
+};
 use common::influxd::Influxd;
 use common::influxql::{get, load, same_within, settled};
 use common::Server;
@@ -137,7 +139,8 @@ fn generated_shows_answer_as_influxdb_1_8() {
 
 /// Generated statements with every `epoch` (and none: RFC 3339 times), as clients other than
 /// Grafana ask: the times of raw points, buckets and selectors in each unit, cut as InfluxDB
-/// cuts them.
+/// cuts them; a third of them bound `time` in every form InfluxQL takes (integers with and
+/// without units, RFC 3339 and InfluxDB's date-time strings, duration arithmetic, `now()`).
 #[test]
 fn generated_selects_answer_in_every_epoch_as_influxdb_1_8() {
     let seed = common::test_seed();
@@ -149,10 +152,10 @@ fn generated_selects_answer_in_every_epoch_as_influxdb_1_8() {
     let mut failures = Vec::new();
     let cases = 150;
     for i in 0..cases {
-        let q = if i % 2 == 0 {
-            statement(&mut r)
-        } else {
-            extra_statement(&mut r)
+        let q = match i % 3 {
+            0 => statement(&mut r),
+            1 => extra_statement(&mut r),
+            _ => time_statement(&mut r),
         };
         // Not `µ`, which InfluxDB 1.8 takes as nanoseconds (README, deliberate differences),
         // nor RFC 3339 times under `tz()` (in UTC in sluice, likewise).

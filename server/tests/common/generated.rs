@@ -671,3 +671,55 @@ pub fn extra_statement(r: &mut Rng) -> String {
         _ => format!("SELECT * FROM {from} WHERE {} GROUP BY *", range(r)),
     }
 }
+
+/// A bound on `time` in one of the forms InfluxQL takes: integers with and without a unit,
+/// RFC 3339 strings and InfluxDB's date-time strings, arithmetic with durations, `now()`.
+fn time_bound(r: &mut Rng, s: i64) -> String {
+    let t = T0 + s;
+    let (h, m, sec) = (s / 3600, (s % 3600) / 60, s % 60);
+    match r.below(8) {
+        0 => format!("{}ms", t * 1000),
+        1 => format!("{}s", t),
+        2 => format!("{}", t * 1_000_000_000),
+        3 => format!("'2020-08-01T{h:02}:{m:02}:{sec:02}Z'"),
+        4 => format!("'2020-08-01 {h:02}:{m:02}:{sec:02}'"),
+        5 => format!("'2020-08-01T{h:02}:{m:02}:{sec:02}.5+00:00'"),
+        6 => format!("{}s - 30s", t + 30),
+        _ => format!(
+            "'2020-08-01T{h:02}:{m:02}:{sec:02}Z' + 1m",
+            m = m.saturating_sub(1).max(0)
+        ),
+    }
+}
+
+/// One generated statement whose time conditions take every form, in every place.
+pub fn time_statement(r: &mut Rng) -> String {
+    let m = &MEASUREMENTS[r.below(MEASUREMENTS.len())];
+    let lo = r.below(300) as i64;
+    let hi = lo + 60 + r.below(400) as i64;
+    let (lo_op, hi_op) = (r.pick(&[">", ">="]), r.pick(&["<", "<="]));
+    let lower = format!("time {lo_op} {}", time_bound(r, lo));
+    let upper = format!("time {hi_op} {}", time_bound(r, hi));
+    let tag = r.pick(m.tag_conds);
+    let cond = match r.below(5) {
+        0 => format!("{lower} AND {upper}"),
+        1 => format!("{upper} AND {tag} AND {lower}"),
+        2 => format!("({lower}) AND ({tag} AND {upper})"),
+        3 => format!("{lower} AND {upper} AND time < now()"),
+        _ => format!("{tag} AND ({lower} AND {upper})"),
+    };
+    let f = field(r, m);
+    if r.chance(50) {
+        let agg = r.pick(&AGGREGATES[..9]);
+        let iv = r.pick(INTERVALS);
+        format!(
+            "SELECT {agg}(\"{f}\") FROM \"{}\" WHERE {cond} GROUP BY time({iv})",
+            m.name
+        )
+    } else {
+        format!(
+            "SELECT \"{f}\" FROM \"{}\" WHERE {cond} AND \"host\" = 'h1'",
+            m.name
+        )
+    }
+}
