@@ -9,10 +9,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::generated::{extra_statement, show_statement, statement, subquery_statement, Rng};
-use common::influxql::{
-    fitted_queries, get, points, queries, regrouped_queries, same_within, settled,
-};
+use common::generated::more::{extra_statement, subquery_statement};
+use common::generated::show::show_statement;
+use common::generated::{statement, Rng};
+use common::influxql::cases::{bound_queries, fitted_queries, queries, regrouped_queries};
+use common::influxql::{get, points, same_within, settled};
 use common::Server;
 use serde_json::Value;
 
@@ -182,7 +183,7 @@ fn three_pods_answer_every_query_as_one_pod_holding_everything() {
         }
     }
     // Bound parameters: the pods asked for shares bind them as the gathering pod did.
-    let bound = common::influxql::bound_queries();
+    let bound = bound_queries();
     for (i, (q, params)) in bound.iter().enumerate() {
         let pod = &tenant.pods[i % 3];
         let path = format!(

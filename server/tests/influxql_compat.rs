@@ -10,9 +10,8 @@
 mod common;
 
 use common::influxd::Influxd;
-use common::influxql::{
-    fitted_queries, get, load, queries, regrouped, regrouped_queries, same_within, settled, FITTED,
-};
+use common::influxql::cases::{bound_queries, fitted_queries, queries, regrouped_queries};
+use common::influxql::{get, load, regrouped, same_within, settled, FITTED};
 use common::Server;
 use serde_json::Value;
 
@@ -96,7 +95,7 @@ fn influxql_answers_match_influxdb_1_8() {
     }
     // Bound parameters (`params`, as InfluxDB's Go and Python clients send them), in the
     // query string and in a form body; bad values and unreadable JSON included.
-    for (q, params) in common::influxql::bound_queries() {
+    for (q, params) in bound_queries() {
         let path = format!("/query?{}", enc(&[("db", "g"), ("epoch", "ms"), ("q", q)]));
         let body = enc(&[("params", params)]);
         for (method, path, body) in [

@@ -3,9 +3,9 @@
 //! aggregates, arithmetic, tag and field conditions joined by `AND`/`OR`, `GROUP BY` time with
 //! offsets, tags and `*`, every `fill`, `ORDER BY time DESC`, `LIMIT`/`OFFSET`,
 //! `SLIMIT`/`SOFFSET`; one in five over a subquery, one in five of `*`, regexes, math,
-//! casts, `tz()`, `top()`, `distinct()`) and `SHOW` statements go to a real
-//! InfluxDB 1.8 and to sluice over the same points (`common::influxql::points`); the answers must be the same JSON (numbers within 1e-9
-//! relative). Where InfluxDB answers an error, sluice must answer one too (the texts are
+//! casts, `tz()`, `top()`, `distinct()`) and `SHOW` statements go to a real InfluxDB 1.8 and
+//! to sluice over the same points (`common::influxql::points`); the answers must be the same
+//! JSON (numbers within 1e-9 relative). Where InfluxDB answers an error, sluice must answer one too (the texts are
 //! compared by the hand-written cases of `influxql_compat.rs`).
 //!
 //! `SLUICE_TEST_SEED` repeats a run (the seed is printed); `SLUICE_TEST_CASES` sets how many
@@ -25,9 +25,9 @@
 
 mod common;
 
-use common::generated::{
-    extra_statement, show_statement, statement, subquery_statement, time_statement, Rng,
-};
+use common::generated::more::{extra_statement, subquery_statement, time_statement};
+use common::generated::show::show_statement;
+use common::generated::{statement, Rng};
 use common::influxd::Influxd;
 use common::influxql::{get, load, same_within, settled};
 use common::Server;
