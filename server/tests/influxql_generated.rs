@@ -3,7 +3,8 @@
 //! aggregates, arithmetic, tag and field conditions joined by `AND`/`OR`, `GROUP BY` time with
 //! offsets, tags and `*`, every `fill`, `ORDER BY time DESC`, `LIMIT`/`OFFSET`,
 //! `SLIMIT`/`SOFFSET`; one in five over a subquery, one in five of `*`, regexes, math,
-//! casts, `tz()`, `top()`, `distinct()`) and `SHOW` statements go to a real InfluxDB 1.8 and
+//! casts, `tz()`, `top()`, `distinct()`, one in ten of aggregates in arithmetic with each
+//! other, subqueries two deep, large offsets, lower case) and `SHOW` statements go to a real InfluxDB 1.8 and
 //! to sluice over the same points (`common::influxql::points`); the answers must be the same
 //! JSON (numbers within 1e-9 relative). Where InfluxDB answers an error, sluice must answer one too (the texts are
 //! compared by the hand-written cases of `influxql_compat.rs`).
@@ -25,7 +26,9 @@
 
 mod common;
 
-use common::generated::more::{extra_statement, subquery_statement, time_statement};
+use common::generated::more::{
+    extra_statement, mixed_statement, subquery_statement, time_statement,
+};
 use common::generated::show::show_statement;
 use common::generated::{statement, Rng};
 use common::influxd::Influxd;
@@ -80,9 +83,10 @@ fn generated_selects_answer_as_influxdb_1_8() {
     for i in 0..cases {
         // One in five over a subquery.
         // One in five over a subquery, one in five of the kinds `statement` leaves out.
-        let q = match i % 5 {
-            4 => subquery_statement(&mut r),
-            3 => extra_statement(&mut r),
+        let q = match i % 10 {
+            8 | 9 => subquery_statement(&mut r),
+            6 | 7 => extra_statement(&mut r),
+            5 => mixed_statement(&mut r),
             _ => statement(&mut r),
         };
         let (want, got) = settled(&|| (get(&influx_get, &q), get(&sluice_get, &q)), 1e-9);

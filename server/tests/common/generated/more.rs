@@ -219,3 +219,51 @@ pub fn time_statement(r: &mut Rng) -> String {
         )
     }
 }
+
+/// One generated statement of several fields and shapes around them: aggregates side by side
+/// and in arithmetic with each other, two subqueries deep, offsets beyond the interval, and
+/// keywords and names as clients write them (lower case, unquoted).
+pub fn mixed_statement(r: &mut Rng) -> String {
+    let m = &MEASUREMENTS[r.below(MEASUREMENTS.len())];
+    let (f, g) = (m.float, m.integer);
+    match r.below(4) {
+        0 => {
+            let (a, b) = (r.pick(&AGGREGATES[..9]), r.pick(&AGGREGATES[..9]));
+            let iv = r.pick(INTERVALS);
+            format!(
+                "SELECT {a}(\"{f}\"), {b}(\"{g}\"), {a}(\"{f}\") - {b}(\"{g}\") AS \"d\", max(\"{f}\") / min(\"{g}\") FROM \"{}\" WHERE {} GROUP BY time({iv})",
+                m.name,
+                range(r)
+            )
+        }
+        1 => {
+            let inner = format!(
+                "SELECT mean(\"{f}\") AS \"a\" FROM \"{}\" WHERE {} GROUP BY time(30s), \"host\"",
+                m.name,
+                range(r)
+            );
+            let middle = format!("SELECT sum(\"a\") AS \"s\" FROM ({inner}) GROUP BY time(1m)");
+            let outer = r.pick(&["max", "mean", "count", "sum"]);
+            // Buckets without a range of their own would run to now (README).
+            let w = range(r);
+            format!("SELECT {outer}(\"s\") FROM ({middle}) WHERE {w} GROUP BY time(2m)")
+        }
+        2 => {
+            let iv = r.pick(&["1m", "2m"]);
+            let offset = r.pick(&["-15s", "90s", "5m", "-1m"]);
+            format!(
+                "SELECT count(\"{g}\") FROM \"{}\" WHERE {} GROUP BY time({iv}, {offset}) fill(0)",
+                m.name,
+                range(r)
+            )
+        }
+        _ => {
+            let agg = r.pick(&AGGREGATES[..9]);
+            format!(
+                "select {agg}({f}) from {} where {} group by time(1m), host fill(previous) order by time desc limit 3",
+                m.name,
+                range(r).to_lowercase()
+            )
+        }
+    }
+}
