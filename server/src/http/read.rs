@@ -563,7 +563,10 @@ pub(super) fn query_error(app: &App, e: QueryError) -> Response {
     match crate::query::limit_hit(&app.cfg.query, &msg) {
         Some(limit) => error(
             StatusCode::BAD_REQUEST,
-            format!("query stopped: it exceeded {limit}: {msg}"),
+            format!(
+                "query stopped: it exceeded {limit}: {}",
+                crate::query::engine_words(&msg)
+            ),
         ),
         // Privilege errors from the read-only connection are refusals, not failures.
         None if msg.contains("readonly") || msg.contains("READONLY") => {

@@ -177,7 +177,9 @@ pub(super) fn output_with(
                 Budget::expired(q.timeout)
             }
             QueryError::Engine(msg) => match limit_hit(&app.cfg.query, &msg) {
-                Some(limit) => format!("query stopped: it exceeded {limit}: {msg}"),
+                Some(limit) => {
+                    format!("query stopped: it exceeded {limit}: {}", engine_words(&msg))
+                }
                 None => statement_problem(&msg).unwrap_or(msg),
             },
         });
@@ -233,6 +235,32 @@ fn statement_problem(msg: &str) -> Option<String> {
     None
 }
 
+/// An engine error's own words, without the exception's code and class in front (the engine
+/// repeats them for each layer it passes) and its version and code name behind: what follows
+/// the limit a query hit.
+pub fn engine_words(msg: &str) -> &str {
+    let mut words = msg.trim();
+    while let Some((code, rest)) = words
+        .strip_prefix("Code: ")
+        .and_then(|r| r.split_once(". DB::Exception: "))
+    {
+        if !code.chars().all(|c| c.is_ascii_digit()) {
+            break;
+        }
+        words = rest;
+    }
+    if let Some((head, _)) = words.split_once(" (version ") {
+        words = head;
+    }
+    if let Some((head, name)) = words.rsplit_once(" (") {
+        let name = name.strip_suffix(')').unwrap_or("");
+        if !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+            words = head;
+        }
+    }
+    words
+}
+
 /// The `[query]` limit an engine error reports hitting, named as in the config file.
 pub fn limit_hit(q: &sluice_core::config::QueryConfig, msg: &str) -> Option<String> {
     if msg.contains("TIMEOUT_EXCEEDED") {
@@ -261,7 +289,26 @@ pub fn limit_hit(q: &sluice_core::config::QueryConfig, msg: &str) -> Option<Stri
 
 #[cfg(test)]
 mod tests {
-    use super::statement_problem;
+    use super::{engine_words, statement_problem};
+
+    #[test]
+    fn an_engine_errors_words_lose_its_codes() {
+        let msg = "Code: 241. DB::Exception: Code: 241. DB::Exception: Query memory limit exceeded: \
+                   would use 154.01 MiB (attempt to allocate chunk of 64.00 MiB), maximum: 128.00 MiB. \
+                   Untracked memory across all threads: 128.67 KiB. (MEMORY_LIMIT_EXCEEDED) \
+                   (version 26.7.2.1). (MEMORY_LIMIT_EXCEEDED)";
+        assert_eq!(
+            engine_words(msg),
+            "Query memory limit exceeded: would use 154.01 MiB (attempt to allocate chunk of \
+             64.00 MiB), maximum: 128.00 MiB. Untracked memory across all threads: 128.67 KiB."
+        );
+        // Words that only look like a code are kept.
+        assert_eq!(
+            engine_words("Code: x. DB::Exception: y"),
+            "Code: x. DB::Exception: y"
+        );
+        assert_eq!(engine_words("limit (of rows)"), "limit (of rows)");
+    }
 
     #[test]
     fn a_statements_engine_errors_are_named_in_words() {

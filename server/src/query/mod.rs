@@ -59,7 +59,7 @@ use crate::cluster::Partial;
 use crate::engine::Readers;
 use answer::Outcome;
 use fetch::fetch_on;
-pub use fetch::{limit_hit, Budget};
+pub use fetch::{engine_words, limit_hit, Budget};
 use gather::Gather;
 use view::View;
 

@@ -38,6 +38,9 @@ fn queries_are_bounded_and_refused_when_they_reach_outside() {
     let r = post("SELECT groupArray(number) FROM numbers(100000000)");
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("query.max_memory_bytes"), "{}", r.body);
+    // The engine's words follow the limit, without its exception codes.
+    assert!(r.body.contains("memory limit exceeded"), "{}", r.body);
+    assert!(!r.body.contains("DB::Exception"), "{}", r.body);
 
     // A result larger than the limit is cut: its first chunks were streamed, then it ends.
     let r = s.request(
