@@ -40,7 +40,31 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outc
             }
         }
     }
-    measurement_rows(ctx, sel, &measurements, &text, &mut |name, p, rows| {
+    let resolved = resolve_all(ctx, sel, &measurements)?;
+    // Over several measurements a wildcard stands for the keys of all of them; the pods then
+    // plan the statement as written out, from its text.
+    let over: Vec<_> = resolved
+        .iter()
+        .map(|r| (&r.fields, r.tag_keys.as_slice()))
+        .collect();
+    let expanded = match resolved.len() {
+        0 | 1 => None,
+        _ => super::select_list::expand_over(sel, &over).map_err(|e| e.to_string())?,
+    };
+    let expanded_text = expanded.as_ref().map(|e| e.to_string());
+    let (sel, text) = match (&expanded, &expanded_text) {
+        (Some(e), Some(q)) => (
+            e,
+            Statement {
+                q,
+                params: None,
+                index: 0,
+                ordered_sums: false,
+            },
+        ),
+        _ => (sel, text),
+    };
+    rows_of(ctx, sel, resolved, &text, &mut |name, p, rows| {
         if let (true, Some(g)) = (limits, &p.groups) {
             groups.insert(name.to_string(), groups_of(ctx, g, id)?);
         }
@@ -108,6 +132,15 @@ pub(super) fn measurement_rows(
     text: &Statement,
     each: &mut EachRows,
 ) -> Result<(), String> {
+    rows_of(ctx, sel, resolve_all(ctx, sel, sources)?, text, each)
+}
+
+/// The measurements `sources` name, in the order InfluxDB answers their series.
+fn resolve_all(
+    ctx: &Ctx,
+    sel: &SelectStatement,
+    sources: &[&Measurement],
+) -> Result<Vec<Resolved>, String> {
     let mut all = Vec::new();
     for m in sources {
         all.extend(resolve(ctx, sel, m)?);
@@ -116,6 +149,17 @@ pub(super) fn measurement_rows(
     if sel.order == Some(sluice_influxql::SortOrder::Descending) {
         all.reverse();
     }
+    Ok(all)
+}
+
+/// [`measurement_rows`] over measurements already resolved.
+fn rows_of(
+    ctx: &Ctx,
+    sel: &SelectStatement,
+    all: Vec<Resolved>,
+    text: &Statement,
+    each: &mut EachRows,
+) -> Result<(), String> {
     for found in all {
         let one = One {
             ordered_sums: text.ordered_sums,

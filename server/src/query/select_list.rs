@@ -1,8 +1,10 @@
 //! The select list as the plan reads it: `*`, `*::field`, `*::tag`, `/regex/` and `mean(*)`
 //! replaced by the keys they stand for.
 
+use std::collections::BTreeMap;
+
 use sluice_core::FieldType;
-use sluice_influxql::{DataType, Expr, Field, Literal, SelectStatement, WildcardType};
+use sluice_influxql::{DataType, Dimension, Expr, Field, Literal, SelectStatement, WildcardType};
 
 use super::grouping::{compile, Grouping};
 use super::key_regex::SimpleRegex;
@@ -98,4 +100,76 @@ fn wildcard_keys(
     keys.retain(|(k, _)| re.is_none_or(|r| r.is_match(k)));
     keys.sort_by(|a, b| a.0.cmp(&b.0));
     keys
+}
+
+/// `stmt` over several measurements (each its fields and tag keys) with its wildcards, in the
+/// select list and in `GROUP BY`, replaced by the keys of all of them together, as InfluxDB
+/// expands them: every measurement's series then has every column and every grouping tag,
+/// null or empty where the measurement has no such field or tag. `None` when there is no
+/// wildcard.
+pub(super) fn expand_over(
+    stmt: &SelectStatement,
+    measurements: &[(&BTreeMap<String, FieldType>, &[String])],
+) -> Result<Option<SelectStatement>, PlanError> {
+    let wildcard = |e: &Expr| match e {
+        Expr::Call { args, .. } => args.first().is_some_and(is_wildcard),
+        other => is_wildcard(other),
+    };
+    let grouped_by_wildcard = stmt
+        .group_by
+        .iter()
+        .any(|d| matches!(d, Dimension::Wildcard | Dimension::Regex(_)));
+    if !grouped_by_wildcard && !stmt.fields.iter().any(|f| wildcard(&f.expr)) {
+        return Ok(None);
+    }
+    let mut fields: BTreeMap<String, FieldType> = BTreeMap::new();
+    let mut tag_keys: Vec<String> = Vec::new();
+    for (f, tags) in measurements {
+        for (name, t) in f.iter() {
+            // A field numeric anywhere counts as numeric for `mean(*)` and its kin.
+            let numeric = |t: &FieldType| {
+                matches!(
+                    t,
+                    FieldType::Float | FieldType::Integer | FieldType::UInteger
+                )
+            };
+            let kept = fields.entry(name.clone()).or_insert(*t);
+            if !numeric(kept) && numeric(t) {
+                *kept = *t;
+            }
+        }
+        tag_keys.extend(tags.iter().cloned());
+    }
+    tag_keys.sort();
+    tag_keys.dedup();
+    let src = Source {
+        db: "",
+        measurement: "",
+        table: "",
+        fields: &fields,
+        tag_keys: &tag_keys,
+        series: None,
+        series_ids: None,
+        series_tags: None,
+        ordered_sums: false,
+    };
+    let mut group_by = Vec::new();
+    for d in &stmt.group_by {
+        match d {
+            Dimension::Wildcard => group_by.extend(tag_keys.iter().cloned().map(Dimension::Tag)),
+            Dimension::Regex(re) => {
+                let re = compile(re.as_str())?;
+                let keys = tag_keys.iter().filter(|k| re.is_match(k)).cloned();
+                group_by.extend(keys.map(Dimension::Tag));
+            }
+            other => group_by.push(other.clone()),
+        }
+    }
+    let stmt = SelectStatement {
+        group_by,
+        ..stmt.clone()
+    };
+    let grouping = Grouping::of(&stmt, &src)?;
+    let fields = expand_fields(&stmt, &src, &grouping)?;
+    Ok(Some(SelectStatement { fields, ..stmt }))
 }

@@ -61,6 +61,9 @@ impl Query<'_> {
                 asked.as_deref()
             };
             let bare = matches!(e, Expr::Call { name, .. } if !math::is_math(name));
+            // A count fills its gaps with 0, unless it counts a field the measurement does
+            // not have, which InfluxDB leaves null in every bucket.
+            let counted = !counts_a_missing_field(e, self.scope);
             let first_part = c.present.len();
             if bucketing.is_some() && fill != Fill::None && !bare {
                 // Each call filled before the arithmetic or math over it, as in InfluxDB:
@@ -72,7 +75,13 @@ impl Query<'_> {
                     parts.push(format!("toNullable({}) AS {col}", no_values(name, sql)));
                     present.push(format!("{col} IS NOT NULL"));
                     // Inside arithmetic or math: a number.
-                    fill_sql(&col, fill, name == "count", desc, FieldType::Float)
+                    fill_sql(
+                        &col,
+                        fill,
+                        name == "count" && counted,
+                        desc,
+                        FieldType::Float,
+                    )
                 })?;
                 c.cols.extend(parts);
                 c.outer.push(Some(whole));
@@ -86,7 +95,7 @@ impl Query<'_> {
             if transform.is_none() {
                 c.plain.push((i, c.present[first_part..].join(" OR ")));
             }
-            if matches!(e, Expr::Call { name, .. } if name == "count") {
+            if counted && matches!(e, Expr::Call { name, .. } if name == "count") {
                 c.counts.push(i);
             }
             if let Some(t) = transform {
@@ -178,6 +187,25 @@ impl Query<'_> {
             )),
         }
     }
+}
+
+/// Whether `e` counts a field (or its distinct values) that the measurement does not have.
+fn counts_a_missing_field(e: &Expr, scope: &cond::Scope) -> bool {
+    let mut missing = false;
+    cond::visit(e, &mut |x| {
+        let Expr::Call { name, args } = x else {
+            return;
+        };
+        let counted = match (name.as_str(), args.first()) {
+            ("count", Some(Expr::Call { name, args })) if name == "distinct" => args.first(),
+            ("count", arg) => arg,
+            _ => None,
+        };
+        if let Some(Expr::VarRef { name, .. }) = counted {
+            missing |= !scope.fields.contains_key(name);
+        }
+    });
+    missing
 }
 
 /// A call's value where it has no values to work on: `count` of none is no value (InfluxDB

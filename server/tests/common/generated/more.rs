@@ -88,9 +88,11 @@ pub fn extra_statement(r: &mut Rng) -> String {
     let m = &MEASUREMENTS[r.below(MEASUREMENTS.len())];
     let w = where_clause(r, m, true);
     let g = buckets(r, m);
-    let from = match r.below(4) {
+    let from = match r.below(5) {
         0 => "\"mem\", \"disk\"".to_string(),
         1 => "/^(mem|disk)$/".to_string(),
+        // Fields and tags that differ: each series gets all of them (null where absent).
+        2 => "\"cpu\", \"mem\"".to_string(),
         _ => format!("\"{}\"", m.name),
     };
     let agg = r.pick(&AGGREGATES[..9]);

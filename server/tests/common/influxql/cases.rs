@@ -72,6 +72,14 @@ pub fn queries() -> Vec<String> {
             ms(T0 + 95),
             ms(T0 + 431)
         ),
+        // A wildcard over measurements of different fields and tags stands for all of them.
+        format!("SELECT * FROM \"cpu\", \"mem\" WHERE \"host\" = 'h1' AND {range} LIMIT 3"),
+        // A count of a field the measurement lacks is null in every bucket, not 0.
+        format!("SELECT count(\"free\"), count(\"value\") FROM \"cpu\" WHERE {wide} GROUP BY time(1m)"),
+        format!("SELECT count(\"free\") + 1, count(\"value\") FROM \"cpu\" WHERE {wide} GROUP BY time(1m)"),
+        format!("SELECT max(*) FROM \"cpu\", \"mem\" WHERE {range}"),
+        format!("SELECT mean(\"free\") FROM \"cpu\", \"mem\" WHERE {range} GROUP BY *"),
+        format!("SELECT count(/e/) FROM /^(cpu|mem)$/ WHERE {range} GROUP BY time(5m), /o/"),
         // Several measurements answer in the order of their names, whatever `FROM`'s.
         format!("SELECT * FROM \"mem\", \"disk\" WHERE {range} GROUP BY *"),
         format!("SELECT count(\"used\") FROM \"mem\", \"disk\" WHERE {range} GROUP BY \"host\" ORDER BY time DESC"),
