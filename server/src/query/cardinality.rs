@@ -7,6 +7,8 @@
 //! of one row `count`. sluice counts exactly in both cases (an exact count is the best
 //! estimate) and keeps InfluxDB's shapes.
 
+use std::collections::BTreeMap;
+
 use serde_json::{json, Map, Value};
 use sluice_influxql::{BinaryOp, CardinalityOf, Dimension, Expr, ShowCardinality};
 
@@ -47,8 +49,14 @@ pub(super) fn cardinality(ctx: &Ctx, c: &ShowCardinality, id: usize) -> Result<V
         c.of == CardinalityOf::Series,
         &|from, filter| counts_sql(&c.of, from, filter, &dims),
     )?;
-    let fields = match c.of {
-        CardinalityOf::FieldKeys => Some(sources_of(ctx, &db, ctx.req.rp, &[])?),
+    // Field keys are counted per measurement from the catalog.
+    let fields: Option<BTreeMap<String, u64>> = match c.of {
+        CardinalityOf::FieldKeys => Some(
+            sources_of(ctx, &db, ctx.req.rp, &[])?
+                .into_iter()
+                .map(|(m, f)| (m, f.len() as u64))
+                .collect(),
+        ),
         _ => None,
     };
     let mut series = Vec::new();
@@ -59,10 +67,7 @@ pub(super) fn cardinality(ctx: &Ctx, c: &ShowCardinality, id: usize) -> Result<V
         let (tags, count) = rest.split_at(dims.len());
         let n = match &fields {
             // A group's count is its measurement's number of fields.
-            Some(fields) => fields
-                .iter()
-                .find(|(m, _)| m == measurement)
-                .map_or(0, |(_, f)| f.len() as u64),
+            Some(fields) => fields.get(measurement).copied().unwrap_or(0),
             None => count.first().and_then(Value::as_u64).unwrap_or(0),
         };
         if n == 0 {

@@ -43,13 +43,14 @@ pub(super) fn select(ctx: &Ctx, sel: &SelectStatement, id: usize) -> Result<Outc
     let resolved = resolve_all(ctx, sel, &measurements)?;
     // Over several measurements a wildcard stands for the keys of all of them; the pods then
     // plan the statement as written out, from its text.
-    let over: Vec<_> = resolved
-        .iter()
-        .map(|r| (&r.fields, r.tag_keys.as_slice()))
-        .collect();
-    let expanded = match resolved.len() {
-        0 | 1 => None,
-        _ => super::select_list::expand_over(sel, &over).map_err(|e| e.to_string())?,
+    let expanded = if resolved.len() > 1 {
+        let over: Vec<_> = resolved
+            .iter()
+            .map(|r| (&r.fields, r.tag_keys.as_slice()))
+            .collect();
+        super::select_list::expand_over(sel, &over).map_err(|e| e.to_string())?
+    } else {
+        None
     };
     let expanded_text = expanded.as_ref().map(|e| e.to_string());
     let (sel, text) = match (&expanded, &expanded_text) {

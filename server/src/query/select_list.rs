@@ -153,23 +153,19 @@ pub(super) fn expand_over(
         series_tags: None,
         ordered_sums: false,
     };
-    let mut group_by = Vec::new();
-    for d in &stmt.group_by {
-        match d {
-            Dimension::Wildcard => group_by.extend(tag_keys.iter().cloned().map(Dimension::Tag)),
-            Dimension::Regex(re) => {
-                let re = compile(re.as_str())?;
-                let keys = tag_keys.iter().filter(|k| re.is_match(k)).cloned();
-                group_by.extend(keys.map(Dimension::Tag));
-            }
-            other => group_by.push(other.clone()),
-        }
-    }
-    let stmt = SelectStatement {
+    // `*` and `/regex/` in `GROUP BY` as the keys they stand for over all the measurements.
+    let grouping = Grouping::of(stmt, &src)?;
+    let fields = expand_fields(stmt, &src, &grouping)?;
+    let group_by = stmt
+        .group_by
+        .iter()
+        .filter(|d| matches!(d, Dimension::Time { .. }))
+        .cloned()
+        .chain(grouping.keys().iter().cloned().map(Dimension::Tag))
+        .collect();
+    Ok(Some(SelectStatement {
+        fields,
         group_by,
         ..stmt.clone()
-    };
-    let grouping = Grouping::of(&stmt, &src)?;
-    let fields = expand_fields(&stmt, &src, &grouping)?;
-    Ok(Some(SelectStatement { fields, ..stmt }))
+    }))
 }
