@@ -260,6 +260,107 @@ fn epochs_of_times_before_1970_are_influxdbs() {
     }
 }
 
+/// `chunked=true`: the answer as InfluxDB 1.8 cuts it, one JSON object per line: rows of a
+/// `SELECT`, `SHOW SERIES`, `SHOW FIELD KEYS` and the cardinalities by `chunk_size` with
+/// `partial` flags, the tag listings a series each, the other `SHOW`s whole; errors and empty
+/// results one object each; `chunk_size` that is not a positive integer, and `chunked` other
+/// than `true`, as InfluxDB takes them.
+#[test]
+fn chunked_answers_are_cut_as_influxdb_cuts_them() {
+    let influxd = Influxd::start();
+    let sluice = Server::start(&[]);
+    let mut body = String::new();
+    for (i, host) in ["a", "b", "c"].iter().enumerate() {
+        let region = if i == 2 { "" } else { ",region=r1" };
+        for t in 1..=5 {
+            body.push_str(&format!(
+                "cpu,host={host}{region} usage={i}.5,n={t}i {}\n",
+                60 * t + i
+            ));
+        }
+    }
+    body.push_str("mem,host=a free=1 60\nmem,host=q free=2 120\ndisk used=3 60\n");
+    write_both(&influxd, &sluice, "ch", "s", &body);
+    sluice.wait_sql("SELECT count() FROM ch_autogen_cpu", "15");
+    sluice.wait_sql("SELECT count() FROM ch_autogen_disk", "1");
+    sluice.wait_sql("SELECT count() FROM ch_autogen_mem", "2");
+    // The series rows flush apart from the points; the listings must see every series.
+    sluice.wait_sql(
+        "SELECT count() FROM sluice_series FINAL WHERE db = 'ch'",
+        "6",
+    );
+    let queries = [
+        "SELECT usage FROM cpu",
+        "SELECT usage, n FROM cpu GROUP BY *",
+        "SELECT * FROM cpu, mem GROUP BY host",
+        "SELECT mean(usage) FROM cpu WHERE time >= 0s AND time < 10m GROUP BY time(1m), region fill(0)",
+        "SELECT max(usage) FROM cpu WHERE time > now(); SELECT nosuch FROM cpu; SELECT count(n) FROM cpu GROUP BY host",
+        // An error last: InfluxDB runs no statement after a failed one (a deliberate difference).
+        "SELECT usage FROM nowhere; SHOW MEASUREMENTS; SELECT bad(usage) FROM cpu",
+        "SELECT * FROM (SELECT usage FROM cpu) WHERE usage > 0",
+        "SHOW SERIES",
+        "SHOW SERIES FROM cpu WHERE host != 'b'",
+        "SHOW TAG KEYS",
+        "SHOW TAG VALUES WITH KEY = host",
+        "SHOW FIELD KEYS",
+        "SHOW MEASUREMENTS",
+        "SHOW RETENTION POLICIES",
+        "SHOW TAG KEY CARDINALITY",
+        "SHOW FIELD KEY CARDINALITY",
+        "SHOW SERIES EXACT CARDINALITY",
+        "SHOW TAG VALUES EXACT CARDINALITY WITH KEY = host",
+        "SHOW MEASUREMENT EXACT CARDINALITY",
+    ];
+    let lines = |body: &str| -> Vec<Value> {
+        body.lines()
+            .map(|l| serde_json::from_str(l).unwrap_or(Value::String(l.to_string())))
+            .collect()
+    };
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    for q in queries {
+        for (chunked, size) in [
+            ("true", "1"),
+            ("true", "2"),
+            ("true", "4"),
+            ("true", ""),
+            ("true", "0"),
+            ("true", "x"),
+            ("1", "1"),
+        ] {
+            let pairs = [
+                ("db", "ch"),
+                ("epoch", "s"),
+                ("chunked", chunked),
+                ("chunk_size", size),
+                ("q", q),
+            ];
+            let path = format!(
+                "/query?{}",
+                serde_urlencoded::to_string(pairs).expect("encode")
+            );
+            let want = influxd.request("GET", &path, &[], b"");
+            let got = sluice.request("GET", &path, &[], b"");
+            let (want_lines, got_lines) = (lines(&want.body), lines(&got.body));
+            compared += 1;
+            let same = want.status == got.status
+                && same_within(&Value::Array(want_lines), &Value::Array(got_lines), 1e-9);
+            if !same {
+                failures.push(format!(
+                    "chunked={chunked} chunk_size={size:?} {q}\n    influxd: {} {}\n    sluice:  {} {}",
+                    want.status, want.body, got.status, got.body
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {compared} chunked answers differ from InfluxDB 1.8:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 /// Creates database `db` on both and writes `body` (line protocol in `precision`) to both.
 fn write_both(influxd: &Influxd, sluice: &Server, db: &str, precision: &str, body: &str) {
     let create = format!("/query?q=CREATE%20DATABASE%20{db}");

@@ -163,6 +163,9 @@ async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String
     let partial = params
         .get("partial")
         .is_some_and(|p| p == "true" || p == "1");
+    // InfluxDB takes only `true` here.
+    let chunk_size = (params.get("chunked").map(String::as_str) == Some("true"))
+        .then(|| crate::query::chunked::chunk_size(params.get("chunk_size").map(String::as_str)));
     let answer = tokio::task::spawn_blocking(move || {
         let req = crate::query::Request {
             q: &q,
@@ -176,7 +179,22 @@ async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String
     })
     .await;
     match answer {
-        Ok(crate::query::Answer::Results { results, missing }) => {
+        Ok(crate::query::Answer::Results {
+            results,
+            missing,
+            chunking,
+        }) => {
+            if let Some(size) = chunk_size {
+                let pieces = crate::query::chunked::Chunks::new(results, &chunking, size);
+                let mut resp = (
+                    StatusCode::OK,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    Body::new(PiecesBody(pieces)),
+                )
+                    .into_response();
+                partial_header(&mut resp, &missing);
+                return resp;
+            }
             let json = crate::query::answer::results_json(&results);
             // A `SHOW` answer is still a tree of values, which takes a while to free when it
             // is large (a tree of 10,000 series took 5-7 ms), so answers are freed beside the
@@ -194,15 +212,40 @@ async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String
                     format!("writing the answer: {e}"),
                 ),
             };
-            if !missing.is_empty() {
-                if let Ok(v) = HeaderValue::from_str(&missing.join(", ")) {
-                    resp.headers_mut().insert("X-Sluice-Partial", v);
-                }
-            }
+            partial_header(&mut resp, &missing);
             resp
         }
         Ok(crate::query::Answer::ParseError(msg)) => error(StatusCode::BAD_REQUEST, msg),
         Err(e) => task_failed(e),
+    }
+}
+
+/// `X-Sluice-Partial`: the pods left out of a `partial=true` answer.
+fn partial_header(resp: &mut Response, missing: &[String]) {
+    if !missing.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&missing.join(", ")) {
+            resp.headers_mut().insert("X-Sluice-Partial", v);
+        }
+    }
+}
+
+/// A `chunked=true` answer's pieces as a body, each written when the client has taken the
+/// one before.
+struct PiecesBody(crate::query::chunked::Chunks);
+
+impl http_body::Body for PiecesBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        std::task::Poll::Ready(
+            self.0
+                .next()
+                .map(|piece| Ok(http_body::Frame::data(Bytes::from(piece)))),
+        )
     }
 }
 

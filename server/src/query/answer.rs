@@ -67,7 +67,7 @@ impl Outcome {
         }
     }
 
-    fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+    pub(super) fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         match self {
             Outcome::Value(v) => serde_json::to_writer(&mut *out, v),
             Outcome::Series {

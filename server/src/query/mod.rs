@@ -11,6 +11,7 @@ pub mod aggregate;
 pub mod answer;
 pub mod buckets;
 mod cardinality;
+pub mod chunked;
 pub mod cond;
 mod distinct;
 pub mod fetch;
@@ -97,6 +98,8 @@ pub enum Answer {
     Results {
         results: Vec<answer::Outcome>,
         missing: Vec<String>,
+        /// How each statement's result is cut under `chunked=true`.
+        chunking: Vec<chunked::Chunking>,
     },
     ParseError(String),
 }
@@ -189,6 +192,7 @@ fn run_once(app: &App, req: &Request) -> Answer {
             return Answer::Results {
                 results: vec![Outcome::Value(answer::result_error(0, &e.to_string()))],
                 missing: vec![],
+                chunking: vec![],
             }
         }
         Err(e) => return Answer::ParseError(format!("error parsing query: {e}")),
@@ -218,6 +222,7 @@ fn run_once(app: &App, req: &Request) -> Answer {
             return Answer::Results {
                 results,
                 missing: vec![],
+                chunking: vec![],
             };
         }
     };
@@ -239,7 +244,12 @@ fn run_once(app: &App, req: &Request) -> Answer {
             r.set_messages(json!([{ "level": "warning", "text": text }]));
         }
     }
-    Answer::Results { results, missing }
+    let chunking = statements.iter().map(chunked::Chunking::of).collect();
+    Answer::Results {
+        results,
+        missing,
+        chunking,
+    }
 }
 
 fn now_ns() -> i64 {
