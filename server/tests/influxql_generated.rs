@@ -145,6 +145,8 @@ fn generated_shows_answer_as_influxdb_1_8() {
 /// Grafana ask: the times of raw points, buckets and selectors in each unit, cut as InfluxDB
 /// cuts them; a third of them bound `time` in every form InfluxQL takes (integers with and
 /// without units, RFC 3339 and InfluxDB's date-time strings, duration arithmetic, `now()`).
+/// About a third are asked `chunked=true` with a small `chunk_size`, whose pieces must be
+/// InfluxDB's.
 #[test]
 fn generated_selects_answer_in_every_epoch_as_influxdb_1_8() {
     let seed = common::test_seed();
@@ -171,13 +173,25 @@ fn generated_selects_answer_in_every_epoch_as_influxdb_1_8() {
         if !epoch.is_empty() {
             pairs.push(("epoch", epoch));
         }
+        // One in three asked `chunked=true`: the answer's lines, each a JSON object, in order.
+        let chunked = r.below(3) == 0;
+        if chunked {
+            pairs.push(("chunked", "true"));
+            pairs.push(("chunk_size", r.pick(&["1", "3", "10", ""])));
+        }
         let path = format!(
             "/query?{}",
             serde_urlencoded::to_string(&pairs).expect("encode")
         );
         let ask = |s: &dyn Fn(&str) -> common::Resp| {
             let r = s(&path);
-            let v = serde_json::from_str(r.body.trim()).unwrap_or(Value::String(r.body.clone()));
+            let parse =
+                |t: &str| serde_json::from_str(t.trim()).unwrap_or(Value::String(t.to_string()));
+            let v = if chunked {
+                Value::Array(r.body.lines().map(parse).collect())
+            } else {
+                parse(&r.body)
+            };
             (r.status, v)
         };
         let (want, got) = settled(
@@ -190,9 +204,9 @@ fn generated_selects_answer_in_every_epoch_as_influxdb_1_8() {
             1e-9,
         );
         if want.0 != got.0 || !same_within(&want.1, &got.1, 1e-9) {
-            println!("DIFFERENT  epoch={epoch} {q}");
+            println!("DIFFERENT  epoch={epoch} chunked={chunked} {q}");
             failures.push(format!(
-                "epoch={epoch} {q}\n    influxd: {} {}\n    sluice:  {} {}",
+                "epoch={epoch} chunked={chunked} {q}\n    influxd: {} {}\n    sluice:  {} {}",
                 want.0, want.1, got.0, got.1
             ));
         }
