@@ -335,12 +335,7 @@ fn chunked_answers_are_cut_as_influxdb_cuts_them() {
                 ("chunk_size", size),
                 ("q", q),
             ];
-            let path = format!(
-                "/query?{}",
-                serde_urlencoded::to_string(pairs).expect("encode")
-            );
-            let want = influxd.request("GET", &path, &[], b"");
-            let got = sluice.request("GET", &path, &[], b"");
+            let (want, got) = get_both(&influxd, &sluice, &pairs);
             let (want_lines, got_lines) = (lines(&want.body), lines(&got.body));
             compared += 1;
             let same = want.status == got.status
@@ -359,6 +354,68 @@ fn chunked_answers_are_cut_as_influxdb_cuts_them() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// `pretty=true`: the same text as InfluxDB 1.8's, byte for byte (Go's four-space indentation,
+/// its key order), for answers, several statements, empty results, a parse error and chunks.
+#[test]
+fn pretty_answers_are_influxdbs_byte_for_byte() {
+    let influxd = Influxd::start();
+    let sluice = Server::start(&[]);
+    let body = "cpu,host=a,region=r1 usage=0.5,n=1i 60\ncpu,host=b usage=2,n=2i 120\n\
+                cpu,host=a,region=r1 usage=1.25,n=3i 180\nmem,host=a free=7 60\n";
+    write_both(&influxd, &sluice, "pr", "s", body);
+    sluice.wait_sql("SELECT count() FROM pr_autogen_cpu", "3");
+    sluice.wait_sql("SELECT count() FROM pr_autogen_mem", "1");
+    sluice.wait_sql(
+        "SELECT count() FROM sluice_series FINAL WHERE db = 'pr'",
+        "3",
+    );
+    let asks: &[(&str, &[(&str, &str)])] = &[
+        ("SELECT * FROM cpu GROUP BY host", &[]),
+        ("SELECT usage FROM cpu", &[("epoch", "s")]),
+        ("SELECT mean(usage) FROM cpu WHERE time >= 0s AND time < 4m GROUP BY time(1m) fill(none)", &[("epoch", "s")]),
+        ("SHOW MEASUREMENTS; SHOW TAG KEYS; SHOW FIELD KEYS", &[]),
+        ("SHOW TAG VALUES WITH KEY = host; SHOW SERIES", &[]),
+        ("SHOW RETENTION POLICIES; SELECT usage FROM nowhere", &[]),
+        ("SELECT bad syntax(", &[]),
+        ("SELECT usage FROM cpu; SHOW TAG KEYS", &[("chunked", "true"), ("chunk_size", "2")]),
+        ("SHOW FIELD KEYS", &[("chunked", "true")]),
+    ];
+    let mut failures = Vec::new();
+    for (q, extra) in asks {
+        let mut pairs = vec![("db", "pr"), ("pretty", "true"), ("q", *q)];
+        pairs.extend_from_slice(extra);
+        let (want, got) = get_both(&influxd, &sluice, &pairs);
+        if (want.status, &want.body) != (got.status, &got.body) {
+            failures.push(format!(
+                "{q} {extra:?}\n--- influxd {}\n{}--- sluice {}\n{}",
+                want.status, want.body, got.status, got.body
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} pretty answers differ from InfluxDB 1.8's text:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// `GET /query` with `pairs` from InfluxDB and from sluice.
+fn get_both(
+    influxd: &Influxd,
+    sluice: &Server,
+    pairs: &[(&str, &str)],
+) -> (common::Resp, common::Resp) {
+    let path = format!(
+        "/query?{}",
+        serde_urlencoded::to_string(pairs).expect("encode")
+    );
+    (
+        influxd.request("GET", &path, &[], b""),
+        sluice.request("GET", &path, &[], b""),
+    )
 }
 
 /// Creates database `db` on both and writes `body` (line protocol in `precision`) to both.

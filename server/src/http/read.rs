@@ -163,7 +163,8 @@ async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String
     let partial = params
         .get("partial")
         .is_some_and(|p| p == "true" || p == "1");
-    // InfluxDB takes only `true` here.
+    // InfluxDB takes only `true` for these two.
+    let pretty = params.get("pretty").map(String::as_str) == Some("true");
     let chunk_size = (params.get("chunked").map(String::as_str) == Some("true"))
         .then(|| crate::query::chunked::chunk_size(params.get("chunk_size").map(String::as_str)));
     let answer = tokio::task::spawn_blocking(move || {
@@ -189,7 +190,7 @@ async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String
                 let mut resp = (
                     StatusCode::OK,
                     [(header::CONTENT_TYPE, "application/json")],
-                    Body::new(PiecesBody(pieces)),
+                    Body::new(PiecesBody { pieces, pretty }),
                 )
                     .into_response();
                 partial_header(&mut resp, &missing);
@@ -204,7 +205,11 @@ async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String
                 Ok(bytes) => (
                     StatusCode::OK,
                     [(header::CONTENT_TYPE, "application/json")],
-                    bytes,
+                    if pretty {
+                        crate::query::json_text::pretty(&bytes)
+                    } else {
+                        bytes
+                    },
                 )
                     .into_response(),
                 Err(e) => error(
@@ -215,7 +220,14 @@ async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String
             partial_header(&mut resp, &missing);
             resp
         }
-        Ok(crate::query::Answer::ParseError(msg)) => error(StatusCode::BAD_REQUEST, msg),
+        Ok(crate::query::Answer::ParseError(msg)) => {
+            let mut resp = error(StatusCode::BAD_REQUEST, msg.clone());
+            if pretty {
+                let compact = serde_json::json!({ "error": msg }).to_string();
+                *resp.body_mut() = Body::from(crate::query::json_text::pretty(compact.as_bytes()));
+            }
+            resp
+        }
         Err(e) => task_failed(e),
     }
 }
@@ -230,8 +242,11 @@ fn partial_header(resp: &mut Response, missing: &[String]) {
 }
 
 /// A `chunked=true` answer's pieces as a body, each written when the client has taken the
-/// one before.
-struct PiecesBody(crate::query::chunked::Chunks);
+/// one before (with `pretty=true` each indented, as InfluxDB indents each).
+struct PiecesBody {
+    pieces: crate::query::chunked::Chunks,
+    pretty: bool,
+}
 
 impl http_body::Body for PiecesBody {
     type Data = Bytes;
@@ -241,11 +256,15 @@ impl http_body::Body for PiecesBody {
         mut self: std::pin::Pin<&mut Self>,
         _cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
-        std::task::Poll::Ready(
-            self.0
-                .next()
-                .map(|piece| Ok(http_body::Frame::data(Bytes::from(piece)))),
-        )
+        let pretty = self.pretty;
+        std::task::Poll::Ready(self.pieces.next().map(|piece| {
+            let piece = if pretty {
+                crate::query::json_text::pretty(&piece)
+            } else {
+                piece
+            };
+            Ok(http_body::Frame::data(Bytes::from(piece)))
+        }))
     }
 }
 

@@ -5,6 +5,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use sluice_core::config::RetentionPolicyConfig;
 
+use super::json_text;
+
 /// Go's `time.Duration` rendering, which InfluxDB uses for policy durations (`720h0m0s`).
 pub fn go_duration(d: Option<Duration>) -> String {
     let Some(d) = d else { return "0s".into() };
@@ -69,7 +71,7 @@ impl Outcome {
 
     pub(super) fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         match self {
-            Outcome::Value(v) => serde_json::to_writer(&mut *out, v),
+            Outcome::Value(v) => json_text::write_ordered(out, v),
             Outcome::Series {
                 id,
                 series,
@@ -78,14 +80,14 @@ impl Outcome {
                 out.extend_from_slice(format!("{{\"statement_id\":{id}").as_bytes());
                 if !series.is_empty() {
                     out.extend_from_slice(b",\"series\":");
-                    array(out, series, |out, s| {
+                    json_text::array(out, series, |out, s| {
                         out.extend_from_slice(s);
                         Ok(())
                     })?;
                 }
                 if let Some(m) = messages {
                     out.extend_from_slice(b",\"messages\":");
-                    serde_json::to_writer(&mut *out, m)?;
+                    json_text::write_ordered(out, m)?;
                 }
                 out.push(b'}');
                 Ok(())
@@ -97,26 +99,9 @@ impl Outcome {
 /// InfluxDB's `{"results": [...]}` of `results`, as JSON text.
 pub fn results_json(results: &[Outcome]) -> serde_json::Result<Vec<u8>> {
     let mut out = b"{\"results\":".to_vec();
-    array(&mut out, results, |out, r| r.write(out))?;
+    json_text::array(&mut out, results, |out, r| r.write(out))?;
     out.push(b'}');
     Ok(out)
-}
-
-/// Writes `items` as a JSON array, each by `write`.
-fn array<T>(
-    out: &mut Vec<u8>,
-    items: &[T],
-    write: impl Fn(&mut Vec<u8>, &T) -> serde_json::Result<()>,
-) -> serde_json::Result<()> {
-    out.push(b'[');
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write(out, item)?;
-    }
-    out.push(b']');
-    Ok(())
 }
 
 pub fn result_ok(id: usize) -> Value {

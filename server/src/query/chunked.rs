@@ -16,6 +16,7 @@ use serde_json::Value;
 use sluice_influxql::Statement;
 
 use super::answer::Outcome;
+use super::json_text::write_ordered;
 
 /// Rows per chunk when `chunk_size` is absent or not a positive integer (InfluxDB's default).
 pub const DEFAULT_CHUNK_SIZE: usize = 10_000;
@@ -125,16 +126,12 @@ impl Open {
                     && v.get("error").is_none()
                     && v["series"].as_array().is_some_and(|s| !s.is_empty());
                 if !cut {
-                    return Err(line(|out| serde_json::to_writer(out, &v)));
+                    return Err(line(|out| write_ordered(out, &v)));
                 }
                 let id = v["statement_id"].as_u64().unwrap_or(0) as usize;
                 let series = v["series"]
                     .as_array()
-                    .map(|s| {
-                        s.iter()
-                            .filter_map(|s| serde_json::to_vec(s).ok())
-                            .collect()
-                    })
+                    .map(|s| s.iter().filter_map(ordered).collect())
                     .unwrap_or_default();
                 Ok(Open {
                     id,
@@ -195,7 +192,7 @@ impl Open {
             out.push(b']');
             if let Some(m) = &messages {
                 out.extend_from_slice(b",\"messages\":");
-                serde_json::to_writer(&mut *out, m)?;
+                write_ordered(out, m)?;
             }
             if result_partial {
                 out.extend_from_slice(b",\"partial\":true");
@@ -204,6 +201,12 @@ impl Open {
             Ok(())
         }))
     }
+}
+
+/// A series' JSON, keys in InfluxDB's order.
+fn ordered(v: &Value) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    write_ordered(&mut out, v).ok().map(|()| out)
 }
 
 /// `{"results":[...]}` around what `write` writes, and a newline.

@@ -25,6 +25,7 @@ mod groups;
 mod holt_winters;
 mod inline_tags;
 mod integral;
+pub mod json_text;
 pub mod key_regex;
 pub mod math;
 pub mod meta;
