@@ -470,18 +470,19 @@ fn binary_sql(
                 if op == BinaryOp::EqRegex { "=~" } else { "!~" }
             )));
         };
-        // A computed subject once (`math::named`): a regex match of a regex match, nested,
+        // A computed subject once (`math::bind`): a regex match of a regex match, nested,
         // would double at each level.
         let subject = sql(lhs, scope, tags)?;
-        let (subject, name) = match lhs {
-            Expr::VarRef { .. } => (subject.clone(), subject),
-            _ => super::math::named(&subject),
+        let re = quote_str(re.as_str());
+        let matched = |x: &str| format!("({x} IS NOT NULL AND match(toString({x}), {re}))");
+        let matched = match lhs {
+            Expr::VarRef { .. } => matched(&subject),
+            _ => super::math::bind(&subject, matched),
         };
-        let m = format!("match(toString({name}), {})", quote_str(re.as_str()));
         return Ok(if op == BinaryOp::EqRegex {
-            format!("({subject} IS NOT NULL AND {m})")
+            matched
         } else {
-            format!("NOT ({subject} IS NOT NULL AND {m})")
+            format!("NOT {matched}")
         });
     }
     // A tag compared with anything but a string matches nothing, as in InfluxDB.

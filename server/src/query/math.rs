@@ -178,10 +178,7 @@ pub fn arithmetic_sql(
 ) -> Result<String, PlanError> {
     use sluice_influxql::BinaryOp;
     Ok(match op {
-        BinaryOp::Div => {
-            let (b, d) = named(b);
-            format!("if({b} = 0, 0, {a} / {d})")
-        }
+        BinaryOp::Div => bind2(a, b, |a, b| format!("if({b} = 0, 0, {a} / {b})")),
         BinaryOp::Mod => format!("moduloOrZero({a}, {b})"),
         other => match arithmetic(other) {
             Some(sql) => format!("({a} {sql} {b})"),
@@ -194,17 +191,34 @@ pub fn arithmetic_sql(
     })
 }
 
-/// `sql` given a name where it is computed, and that name, for SQL that uses a value more than
-/// once: written out each time, a value that holds such uses itself doubles at each level
-/// (24 nested `sqrt()` calls, 200 bytes of InfluxQL, made gigabytes of SQL). The name comes
-/// from the SQL, so that the same SQL in several places of a query is one expression under one
-/// name, as the engine requires of a name.
-pub(super) fn named(sql: &str) -> (String, String) {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    sql.hash(&mut h);
-    let name = format!("__sl_v_{:016x}", h.finish());
-    (format!("(({sql}) AS {name})"), name)
+/// SQL that uses the value of `sql` more than once, as `body` of a name for it. Written out at
+/// each use, a value that holds such uses itself doubles at each level of nesting (24 nested
+/// `sqrt()` calls, 200 bytes of InfluxQL, made gigabytes of SQL); under an alias the engine
+/// expands it at each use all the same (5 nested `round(abs())` exceeded its 500,000 nodes).
+/// A lambda's parameter is not expanded: a computed value is passed once to
+/// `arrayMap(x -> body, [value])`, and `body` names only the parameter (no column or aggregate
+/// inside the lambda). A column or a constant (no call in it) is used as it is.
+pub(super) fn bind(sql: &str, body: impl FnOnce(&str) -> String) -> String {
+    if is_atom(sql) {
+        return body(sql);
+    }
+    format!("arrayMap(__sl_x -> {}, [{sql}])[1]", body("__sl_x"))
+}
+
+/// [`bind`] for two values.
+fn bind2(a: &str, b: &str, body: impl FnOnce(&str, &str) -> String) -> String {
+    if is_atom(a) && is_atom(b) {
+        return body(a, b);
+    }
+    format!(
+        "arrayMap((__sl_a, __sl_b) -> {}, [{a}], [{b}])[1]",
+        body("__sl_a", "__sl_b")
+    )
+}
+
+/// A name or a literal: SQL without a call or a parenthesis, cheap to write more than once.
+fn is_atom(sql: &str) -> bool {
+    !sql.contains('(')
 }
 
 /// `wraps` applied to `inner` (SQL), innermost first.
@@ -243,18 +257,14 @@ pub fn sql(name: &str, args: &[String]) -> Result<String, PlanError> {
             "{name}() is not a math function"
         )));
     };
-    // Each value once (see `named`): NaN and infinities become NULL in one call.
+    // Each value once (see `bind`): NaN and infinities become NULL in one call.
     let finite = |v: String| format!("ifNotFinite({v}, NULL)");
     Ok(match name {
-        "abs" => {
-            let (x, n) = named(x);
-            format!("({x} - 2 * least({n}, 0) + 0)")
-        }
+        "abs" => bind(x, |x| format!("({x} - 2 * least({x}, 0) + 0)")),
         "ceil" | "floor" => format!("({name}({x}) + 0)"),
-        "round" => {
-            let (x, n) = named(x);
-            format!("(if(abs({x} - trunc({n})) >= 0.5, trunc({n}) + sign({n}), trunc({n})) + 0)")
-        }
+        "round" => bind(x, |x| {
+            format!("(if(abs({x} - trunc({x})) >= 0.5, trunc({x}) + sign({x}), trunc({x})) + 0)")
+        }),
         "ln" => finite(format!("log({x})")),
         "log" => finite(format!("log({x}) / log({})", args[1])),
         "pow" | "atan2" => finite(format!("{name}({x}, {})", args[1])),
@@ -289,8 +299,12 @@ mod tests {
         let (wraps, t) = around_transform(&stmt.fields[0].expr).unwrap().unwrap();
         assert!(matches!(t, Expr::Call { name, .. } if name == "derivative"));
         let sql = apply(&wraps, "d".into()).unwrap();
-        assert!(sql.starts_with("ifNotFinite(pow((((d) AS __sl_v_"), "{sql}");
-        assert!(sql.contains(") - 2 * least(__sl_v_"), "{sql}");
+        assert_eq!(sql, "ifNotFinite(pow((d - 2 * least(d, 0) + 0), 2), NULL)");
+        let sql = apply(&wraps, "f(d)".into()).unwrap();
+        assert!(
+            sql.starts_with("ifNotFinite(pow(arrayMap(__sl_x -> (__sl_x - 2 * least(__sl_x, 0) + 0), [f(d)])[1]"),
+            "{sql}"
+        );
         // Not a transform inside: the aggregate path plans it.
         let plain = Expr::Call {
             name: "abs".into(),
@@ -333,9 +347,11 @@ mod tests {
     fn a_division_or_modulo_by_zero_is_influxdbs_0() {
         use sluice_influxql::BinaryOp;
         let div = arithmetic_sql("a", BinaryOp::Div, "b").unwrap();
-        assert!(
-            div.starts_with("if(((b) AS __sl_v_") && div.contains(" = 0, 0, a / __sl_v_"),
-            "{div}"
+        assert_eq!(div, "if(b = 0, 0, a / b)");
+        let div = arithmetic_sql("a", BinaryOp::Div, "sqrt(b)").unwrap();
+        assert_eq!(
+            div,
+            "arrayMap((__sl_a, __sl_b) -> if(__sl_b = 0, 0, __sl_a / __sl_b), [a], [sqrt(b)])[1]"
         );
         assert_eq!(
             arithmetic_sql("a", BinaryOp::Mod, "b").unwrap(),

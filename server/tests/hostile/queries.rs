@@ -235,8 +235,12 @@ fn an_influxql_request_is_bounded_as_a_whole_and_its_errors_name_the_problem() {
         ),
     ] {
         let body = influxql(&q);
+        // Answered: points or an empty result, not an error (the engine once refused these
+        // as a query tree too big, its aliases expanded at each use).
+        let answer: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let result = &answer["results"][0];
         assert!(
-            body.contains("\"values\"") || body.contains("\"statement_id\":0}"),
+            result["statement_id"] == 0 && result.get("error").is_none(),
             "{}: {body}",
             &q[..60]
         );
