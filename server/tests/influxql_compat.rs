@@ -281,14 +281,7 @@ fn chunked_answers_are_cut_as_influxdb_cuts_them() {
     }
     body.push_str("mem,host=a free=1 60\nmem,host=q free=2 120\ndisk used=3 60\n");
     write_both(&influxd, &sluice, "ch", "s", &body);
-    sluice.wait_sql("SELECT count() FROM ch_autogen_cpu", "15");
-    sluice.wait_sql("SELECT count() FROM ch_autogen_disk", "1");
-    sluice.wait_sql("SELECT count() FROM ch_autogen_mem", "2");
-    // The series rows flush apart from the points; the listings must see every series.
-    sluice.wait_sql(
-        "SELECT count() FROM sluice_series FINAL WHERE db = 'ch'",
-        "6",
-    );
+    settled_counts(&sluice, "ch", &[("cpu", 15), ("disk", 1), ("mem", 2)], 6);
     let queries = [
         "SELECT usage FROM cpu",
         "SELECT usage, n FROM cpu GROUP BY *",
@@ -365,12 +358,7 @@ fn pretty_answers_are_influxdbs_byte_for_byte() {
     let body = "cpu,host=a,region=r1 usage=0.5,n=1i 60\ncpu,host=b usage=2,n=2i 120\n\
                 cpu,host=a,region=r1 usage=1.25,n=3i 180\nmem,host=a free=7 60\n";
     write_both(&influxd, &sluice, "pr", "s", body);
-    sluice.wait_sql("SELECT count() FROM pr_autogen_cpu", "3");
-    sluice.wait_sql("SELECT count() FROM pr_autogen_mem", "1");
-    sluice.wait_sql(
-        "SELECT count() FROM sluice_series FINAL WHERE db = 'pr'",
-        "3",
-    );
+    settled_counts(&sluice, "pr", &[("cpu", 3), ("mem", 1)], 3);
     let asks: &[(&str, &[(&str, &str)])] = &[
         ("SELECT * FROM cpu GROUP BY host", &[]),
         ("SELECT usage FROM cpu", &[("epoch", "s")]),
@@ -401,6 +389,95 @@ fn pretty_answers_are_influxdbs_byte_for_byte() {
         failures.join("\n")
     );
 }
+
+/// `Accept: application/csv` or `text/csv`: InfluxDB 1.8's CSV byte for byte (headers again
+/// when the columns change, blank lines between statements, series keys escaped, quoting,
+/// numbers in full, times as integers, statement errors left out, a parse error as `error`),
+/// chunked or not, and the content type named by `Accept`; and groups whose tag values go on
+/// past another's with a space in InfluxDB's order, which the CSV shows line by line.
+#[test]
+fn csv_answers_are_influxdbs_byte_for_byte() {
+    let influxd = Influxd::start();
+    let sluice = Server::start(&[]);
+    let body = "cpu,host=a,region=r1 usage=0.5,n=1i 60\ncpu,host=b usage=2,n=2i 120\n\
+                cpu,host=a,region=r1 usage=1.25,n=3i 180\nmem,host=a free=7 60\n\
+                esc,t=a\\ b,u=x\\,y v=1.5,s=\"q\\\"uote, comma\" 2\n\
+                esc,t=lead v=1e21,s=\" lead\" 3\nesc v=0.0000001,ok=true 4\n\
+                reg,region=us\\ east v=1 1\nreg,region=us\\ east\\ 2,dc=a v=2 2\nreg,region=us v=3 3\n\
+                reg,region=us!,dc=a\\ b v=4 4\n";
+    write_both(&influxd, &sluice, "csv", "s", body);
+    settled_counts(
+        &sluice,
+        "csv",
+        &[("cpu", 3), ("mem", 1), ("esc", 3), ("reg", 4)],
+        10,
+    );
+    let asks: &[(&str, &str, Extra)] = &[
+        ("application/csv", "SELECT * FROM cpu", &[]),
+        ("application/csv", "SELECT usage FROM cpu GROUP BY host, region", &[]),
+        ("text/csv", "SELECT * FROM esc GROUP BY *", &[]),
+        ("text/csv", "SELECT * FROM cpu, mem", &[("epoch", "s")]),
+        ("application/csv", "SELECT mean(usage) FROM cpu WHERE time >= 0s AND time < 4m GROUP BY time(1m)", &[]),
+        // An error last: InfluxDB runs no statement after a failed one (a deliberate difference).
+        ("application/csv", "SELECT usage FROM cpu WHERE time > now(); SHOW MEASUREMENTS; SHOW TAG KEYS; SELECT bad(x) FROM cpu", &[]),
+        ("application/csv", "SHOW TAG VALUES WITH KEY = host; SHOW SERIES; SHOW FIELD KEYS", &[]),
+        ("application/csv", "SELECT * FROM esc GROUP BY *; SHOW MEASUREMENTS", &[("chunked", "true"), ("chunk_size", "1")]),
+        ("application/csv", "SELECT bad syntax(", &[]),
+        // Groups in InfluxDB's order where a value goes on past another's end with a space.
+        ("application/csv", "SELECT v FROM reg GROUP BY region", &[]),
+        ("application/csv", "SELECT v FROM reg GROUP BY region ORDER BY time DESC", &[]),
+        ("application/csv", "SELECT sum(v) FROM reg GROUP BY *", &[]),
+        ("application/csv", "SELECT v FROM reg, esc GROUP BY * ORDER BY time DESC", &[]),
+    ];
+    let mut failures = Vec::new();
+    for (accept, q, extra) in asks {
+        let mut pairs = vec![("db", "csv"), ("q", *q)];
+        pairs.extend_from_slice(extra);
+        let path = format!(
+            "/query?{}",
+            serde_urlencoded::to_string(&pairs).expect("encode")
+        );
+        let headers = [("Accept", *accept)];
+        let want = influxd.request("GET", &path, &headers, b"");
+        let got = sluice.request("GET", &path, &headers, b"");
+        let kind = |r: &common::Resp| r.header("content-type").unwrap_or_default().to_string();
+        if (want.status, &want.body, kind(&want)) != (got.status, &got.body, kind(&got)) {
+            failures.push(format!(
+                "{accept} {q} {extra:?}\n--- influxd {} {}\n{}--- sluice {} {}\n{}",
+                want.status,
+                kind(&want),
+                want.body,
+                got.status,
+                kind(&got),
+                got.body
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} CSV answers differ from InfluxDB 1.8's text:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Waits until sluice holds `tables`' rows (measurement, count) of `db` and `series` series
+/// rows (they flush apart from the points, and listings must see every series).
+fn settled_counts(sluice: &Server, db: &str, tables: &[(&str, usize)], series: usize) {
+    for (m, n) in tables {
+        sluice.wait_sql(
+            &format!("SELECT count() FROM {db}_autogen_{m}"),
+            &n.to_string(),
+        );
+    }
+    sluice.wait_sql(
+        &format!("SELECT count() FROM sluice_series FINAL WHERE db = '{db}'"),
+        &series.to_string(),
+    );
+}
+
+/// Parameters a request adds to `db` and `q`.
+type Extra<'a> = &'a [(&'a str, &'a str)];
 
 /// `GET /query` with `pairs` from InfluxDB and from sluice.
 fn get_both(

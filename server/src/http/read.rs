@@ -130,7 +130,7 @@ pub(super) async fn query(
                 }
                 Ok(Texts {
                     q: Some(q), params, ..
-                }) => influx_query(&app, q, &params).await,
+                }) => influx_query(&app, q, &params, csv_accepted(&headers)).await,
             },
         },
     };
@@ -149,15 +149,34 @@ pub(super) fn too_many_requests(app: &App) -> Response {
     ))
 }
 
+/// The CSV type a request's `Accept` names exactly, as InfluxDB 1.8 matches it (its answer
+/// then has that content type).
+fn csv_accepted(headers: &HeaderMap) -> Option<&'static str> {
+    match headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) {
+        Some("application/csv") => Some("application/csv"),
+        Some("text/csv") => Some("text/csv"),
+        _ => None,
+    }
+}
+
 /// Runs an InfluxQL request on a blocking thread (planning reads the catalog, the engine
 /// blocks) and answers in InfluxDB's shape: 200 with per-statement errors, 400 for a query
-/// that does not parse.
-async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String>) -> Response {
+/// that does not parse; in CSV when `csv` names the type.
+async fn influx_query(
+    app: &Arc<App>,
+    q: String,
+    params: &HashMap<String, String>,
+    csv: Option<&'static str>,
+) -> Response {
     let app2 = app.clone();
+    // CSV times are integers: nanoseconds unless `epoch` names a unit.
     let (db, rp, epoch) = (
         params.get("db").cloned(),
         params.get("rp").cloned(),
-        params.get("epoch").cloned(),
+        params
+            .get("epoch")
+            .cloned()
+            .or_else(|| csv.map(|_| "ns".to_string())),
     );
     let bound = params.get("params").cloned();
     let partial = params
@@ -185,6 +204,14 @@ async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String
             missing,
             chunking,
         }) => {
+            if let Some(kind) = csv {
+                // Chunked or not, InfluxDB's CSV is the same text.
+                let body = crate::query::csv::answer(&results);
+                let mut resp =
+                    (StatusCode::OK, [(header::CONTENT_TYPE, kind)], body).into_response();
+                partial_header(&mut resp, &missing);
+                return resp;
+            }
             if let Some(size) = chunk_size {
                 let pieces = crate::query::chunked::Chunks::new(results, &chunking, size);
                 let mut resp = (
@@ -222,7 +249,11 @@ async fn influx_query(app: &Arc<App>, q: String, params: &HashMap<String, String
         }
         Ok(crate::query::Answer::ParseError(msg)) => {
             let mut resp = error(StatusCode::BAD_REQUEST, msg.clone());
-            if pretty {
+            if let Some(kind) = csv {
+                *resp.body_mut() = Body::from(crate::query::csv::error(&msg));
+                resp.headers_mut()
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
+            } else if pretty {
                 let compact = serde_json::json!({ "error": msg }).to_string();
                 *resp.body_mut() = Body::from(crate::query::json_text::pretty(compact.as_bytes()));
             }

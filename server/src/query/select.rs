@@ -111,6 +111,8 @@ fn outcome_of(
     mut series: Vec<Vec<u8>>,
     groups: &BTreeMap<String, Vec<String>>,
 ) -> Outcome {
+    let descending = sel.order == Some(sluice_influxql::SortOrder::Descending);
+    super::series_order::in_influx_order(&mut series, descending);
     super::series_limit::limit_tag_sets(&mut series, sel.slimit, sel.soffset, groups);
     Outcome::Series {
         id,

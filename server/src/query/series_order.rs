@@ -1,0 +1,131 @@
+//! The order of a measurement's groups, as InfluxDB lists them: by their tag values, in tag
+//! key order, each compared as bytes (a value before the values it begins), backwards under
+//! `ORDER BY time DESC`. The engine orders groups by their tags written as JSON, which agrees
+//! but where a value goes on past another's end with a byte below `"` (a space, `!`): the
+//! closing quote sorts after it, so `us east 2` came before `us east`, and `us east` before
+//! `us`. Such answers are put in order here; the others are already.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Head {
+    name: String,
+    #[serde(default)]
+    tags: BTreeMap<String, String>,
+}
+
+/// Orders each measurement's `series` (JSON objects, each measurement's together) by their
+/// tags as InfluxDB does; measurements keep their places.
+pub fn in_influx_order(series: &mut [Vec<u8>], descending: bool) {
+    if !series.iter().any(|s| head_has_low_byte(s)) {
+        return;
+    }
+    let keys: Vec<(String, Vec<String>)> = series
+        .iter()
+        .map(|s| match serde_json::from_slice::<Head>(s) {
+            Ok(h) => (h.name, h.tags.into_values().collect()),
+            Err(_) => (String::new(), Vec::new()),
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..series.len()).collect();
+    let mut start = 0;
+    while start < order.len() {
+        let name = &keys[start].0;
+        let end = (start..order.len())
+            .find(|&i| &keys[i].0 != name)
+            .unwrap_or(order.len());
+        order[start..end].sort_by(|&a, &b| {
+            let o = keys[a].1.cmp(&keys[b].1);
+            if descending {
+                o.reverse()
+            } else {
+                o
+            }
+        });
+        start = end;
+    }
+    let mut taken: Vec<Option<Vec<u8>>> =
+        series.iter_mut().map(|s| Some(std::mem::take(s))).collect();
+    for (slot, i) in series.iter_mut().zip(order) {
+        *slot = taken[i].take().unwrap_or_default();
+    }
+}
+
+/// Whether a series' name or tags hold a space or `!` (the JSON before its columns, which
+/// sluice writes without whitespace outside strings).
+fn head_has_low_byte(series: &[u8]) -> bool {
+    let head = series
+        .windows(10)
+        .position(|w| w == b"\"columns\":")
+        .map_or(series, |end| &series[..end]);
+    head.iter().any(|b| *b == b' ' || *b == b'!')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(name: &str, tags: &str) -> Vec<u8> {
+        format!(r#"{{"name":"{name}","tags":{tags},"columns":["time"],"values":[[1]]}}"#)
+            .into_bytes()
+    }
+
+    fn names(series: &[Vec<u8>]) -> Vec<String> {
+        series
+            .iter()
+            .map(|x| {
+                let v: serde_json::Value = serde_json::from_slice(x).unwrap();
+                format!("{} {}", v["name"].as_str().unwrap(), v["tags"])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_value_comes_before_the_values_it_begins() {
+        let mut series = vec![
+            s("a", r#"{"region":"us east 2"}"#),
+            s("a", r#"{"region":"us east"}"#),
+            s("a", r#"{"region":"us"}"#),
+            s("b", r#"{"region":"z"}"#),
+            s("b", r#"{"region":"x y"}"#),
+        ];
+        in_influx_order(&mut series, false);
+        assert_eq!(
+            names(&series),
+            [
+                r#"a {"region":"us"}"#,
+                r#"a {"region":"us east"}"#,
+                r#"a {"region":"us east 2"}"#,
+                r#"b {"region":"x y"}"#,
+                r#"b {"region":"z"}"#,
+            ]
+        );
+        in_influx_order(&mut series, true);
+        assert_eq!(names(&series)[0], r#"a {"region":"us east 2"}"#);
+        assert_eq!(names(&series)[4], r#"b {"region":"x y"}"#);
+    }
+
+    #[test]
+    fn tags_compare_in_key_order_and_plain_answers_stay_as_they_are() {
+        let mut series = vec![
+            s("m", r#"{"b":"1","a":"x"}"#),
+            s("m", r#"{"b":"0","a":"x y"}"#),
+            s("m", r#"{"b":"2","a":""}"#),
+        ];
+        in_influx_order(&mut series, false);
+        assert_eq!(
+            names(&series),
+            [
+                r#"m {"a":"","b":"2"}"#,
+                r#"m {"a":"x","b":"1"}"#,
+                r#"m {"a":"x y","b":"0"}"#,
+            ]
+        );
+        // No space or `!`: the engine's order is InfluxDB's, left as it is (even if not sorted).
+        let mut plain = vec![s("m", r#"{"h":"b"}"#), s("m", r#"{"h":"a"}"#)];
+        in_influx_order(&mut plain, false);
+        assert_eq!(names(&plain), [r#"m {"h":"b"}"#, r#"m {"h":"a"}"#]);
+    }
+}
