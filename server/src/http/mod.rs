@@ -14,6 +14,7 @@
 mod admission;
 mod body;
 mod decommission;
+mod influx_answer;
 mod internal;
 mod ops;
 mod read;

@@ -11,6 +11,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::body::read_body;
+use super::influx_answer::Format;
 use super::{authorize, error, observe, retry_later};
 use crate::app::App;
 use crate::engine::{QueryError, ReadSettings, Readers};
@@ -130,7 +131,10 @@ pub(super) async fn query(
                 }
                 Ok(Texts {
                     q: Some(q), params, ..
-                }) => influx_query(&app, q, &params, csv_accepted(&headers)).await,
+                }) => {
+                    let format = Format::of(&params, &headers);
+                    influx_query(&app, q, &params, format).await
+                }
             },
         },
     };
@@ -149,43 +153,27 @@ pub(super) fn too_many_requests(app: &App) -> Response {
     ))
 }
 
-/// The CSV type a request's `Accept` names exactly, as InfluxDB 1.8 matches it (its answer
-/// then has that content type).
-fn csv_accepted(headers: &HeaderMap) -> Option<&'static str> {
-    match headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) {
-        Some("application/csv") => Some("application/csv"),
-        Some("text/csv") => Some("text/csv"),
-        _ => None,
-    }
-}
-
 /// Runs an InfluxQL request on a blocking thread (planning reads the catalog, the engine
-/// blocks) and answers in InfluxDB's shape: 200 with per-statement errors, 400 for a query
-/// that does not parse; in CSV when `csv` names the type.
+/// blocks) and answers in InfluxDB's shape ([`super::influx_answer`]).
 async fn influx_query(
     app: &Arc<App>,
     q: String,
     params: &HashMap<String, String>,
-    csv: Option<&'static str>,
+    format: Format,
 ) -> Response {
     let app2 = app.clone();
-    // CSV times are integers: nanoseconds unless `epoch` names a unit.
     let (db, rp, epoch) = (
         params.get("db").cloned(),
         params.get("rp").cloned(),
         params
             .get("epoch")
             .cloned()
-            .or_else(|| csv.map(|_| "ns".to_string())),
+            .or_else(|| format.default_epoch().map(str::to_string)),
     );
     let bound = params.get("params").cloned();
     let partial = params
         .get("partial")
         .is_some_and(|p| p == "true" || p == "1");
-    // InfluxDB takes only `true` for these two.
-    let pretty = params.get("pretty").map(String::as_str) == Some("true");
-    let chunk_size = (params.get("chunked").map(String::as_str) == Some("true"))
-        .then(|| crate::query::chunked::chunk_size(params.get("chunk_size").map(String::as_str)));
     let answer = tokio::task::spawn_blocking(move || {
         let req = crate::query::Request {
             q: &q,
@@ -199,103 +187,8 @@ async fn influx_query(
     })
     .await;
     match answer {
-        Ok(crate::query::Answer::Results {
-            results,
-            missing,
-            chunking,
-        }) => {
-            if let Some(kind) = csv {
-                // Chunked or not, InfluxDB's CSV is the same text.
-                let body = crate::query::csv::answer(&results);
-                let mut resp =
-                    (StatusCode::OK, [(header::CONTENT_TYPE, kind)], body).into_response();
-                partial_header(&mut resp, &missing);
-                return resp;
-            }
-            if let Some(size) = chunk_size {
-                let pieces = crate::query::chunked::Chunks::new(results, &chunking, size);
-                let mut resp = (
-                    StatusCode::OK,
-                    [(header::CONTENT_TYPE, "application/json")],
-                    Body::new(PiecesBody { pieces, pretty }),
-                )
-                    .into_response();
-                partial_header(&mut resp, &missing);
-                return resp;
-            }
-            let json = crate::query::answer::results_json(&results);
-            // A `SHOW` answer is still a tree of values, which takes a while to free when it
-            // is large (a tree of 10,000 series took 5-7 ms), so answers are freed beside the
-            // response.
-            tokio::task::spawn_blocking(move || drop(results));
-            let mut resp = match json {
-                Ok(bytes) => (
-                    StatusCode::OK,
-                    [(header::CONTENT_TYPE, "application/json")],
-                    if pretty {
-                        crate::query::json_text::pretty(&bytes)
-                    } else {
-                        bytes
-                    },
-                )
-                    .into_response(),
-                Err(e) => error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("writing the answer: {e}"),
-                ),
-            };
-            partial_header(&mut resp, &missing);
-            resp
-        }
-        Ok(crate::query::Answer::ParseError(msg)) => {
-            let mut resp = error(StatusCode::BAD_REQUEST, msg.clone());
-            if let Some(kind) = csv {
-                *resp.body_mut() = Body::from(crate::query::csv::error(&msg));
-                resp.headers_mut()
-                    .insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
-            } else if pretty {
-                let compact = serde_json::json!({ "error": msg }).to_string();
-                *resp.body_mut() = Body::from(crate::query::json_text::pretty(compact.as_bytes()));
-            }
-            resp
-        }
+        Ok(answer) => format.respond(answer),
         Err(e) => task_failed(e),
-    }
-}
-
-/// `X-Sluice-Partial`: the pods left out of a `partial=true` answer.
-fn partial_header(resp: &mut Response, missing: &[String]) {
-    if !missing.is_empty() {
-        if let Ok(v) = HeaderValue::from_str(&missing.join(", ")) {
-            resp.headers_mut().insert("X-Sluice-Partial", v);
-        }
-    }
-}
-
-/// A `chunked=true` answer's pieces as a body, each written when the client has taken the
-/// one before (with `pretty=true` each indented, as InfluxDB indents each).
-struct PiecesBody {
-    pieces: crate::query::chunked::Chunks,
-    pretty: bool,
-}
-
-impl http_body::Body for PiecesBody {
-    type Data = Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
-        let pretty = self.pretty;
-        std::task::Poll::Ready(self.pieces.next().map(|piece| {
-            let piece = if pretty {
-                crate::query::json_text::pretty(&piece)
-            } else {
-                piece
-            };
-            Ok(http_body::Frame::data(Bytes::from(piece)))
-        }))
     }
 }
 
