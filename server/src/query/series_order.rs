@@ -22,34 +22,32 @@ pub fn in_influx_order(series: &mut [Vec<u8>], descending: bool) {
     if !series.iter().any(|s| head_has_low_byte(s)) {
         return;
     }
-    let keys: Vec<(String, Vec<String>)> = series
-        .iter()
-        .map(|s| match serde_json::from_slice::<Head>(s) {
+    // Each series with the run of its measurement and its tag values, in key order.
+    let mut runs = 0;
+    let mut last: Option<String> = None;
+    let mut entries: Vec<(usize, Vec<String>, Vec<u8>)> = Vec::with_capacity(series.len());
+    for s in series.iter_mut() {
+        let bytes = std::mem::take(s);
+        let (name, values) = match serde_json::from_slice::<Head>(&bytes) {
             Ok(h) => (h.name, h.tags.into_values().collect()),
             Err(_) => (String::new(), Vec::new()),
-        })
-        .collect();
-    let mut order: Vec<usize> = (0..series.len()).collect();
-    let mut start = 0;
-    while start < order.len() {
-        let name = &keys[start].0;
-        let end = (start..order.len())
-            .find(|&i| &keys[i].0 != name)
-            .unwrap_or(order.len());
-        order[start..end].sort_by(|&a, &b| {
-            let o = keys[a].1.cmp(&keys[b].1);
-            if descending {
-                o.reverse()
-            } else {
-                o
-            }
-        });
-        start = end;
+        };
+        if last.as_ref() != Some(&name) {
+            runs += 1;
+            last = Some(name);
+        }
+        entries.push((runs, values, bytes));
     }
-    let mut taken: Vec<Option<Vec<u8>>> =
-        series.iter_mut().map(|s| Some(std::mem::take(s))).collect();
-    for (slot, i) in series.iter_mut().zip(order) {
-        *slot = taken[i].take().unwrap_or_default();
+    entries.sort_by(|a, b| {
+        let values = if descending {
+            b.1.cmp(&a.1)
+        } else {
+            a.1.cmp(&b.1)
+        };
+        a.0.cmp(&b.0).then(values)
+    });
+    for (slot, (_, _, bytes)) in series.iter_mut().zip(entries) {
+        *slot = bytes;
     }
 }
 
