@@ -359,7 +359,7 @@ fn pretty_answers_are_influxdbs_byte_for_byte() {
                 cpu,host=a,region=r1 usage=1.25,n=3i 180\nmem,host=a free=7 60\n";
     write_both(&influxd, &sluice, "pr", "s", body);
     settled_counts(&sluice, "pr", &[("cpu", 3), ("mem", 1)], 3);
-    let asks: &[(&str, &[(&str, &str)])] = &[
+    let asks: &[(&str, Extra)] = &[
         ("SELECT * FROM cpu GROUP BY host", &[]),
         ("SELECT usage FROM cpu", &[("epoch", "s")]),
         ("SELECT mean(usage) FROM cpu WHERE time >= 0s AND time < 4m GROUP BY time(1m) fill(none)", &[("epoch", "s")]),
@@ -370,21 +370,46 @@ fn pretty_answers_are_influxdbs_byte_for_byte() {
         ("SELECT usage FROM cpu; SHOW TAG KEYS", &[("chunked", "true"), ("chunk_size", "2")]),
         ("SHOW FIELD KEYS", &[("chunked", "true")]),
     ];
-    let mut failures = Vec::new();
-    for (q, extra) in asks {
-        let mut pairs = vec![("db", "pr"), ("pretty", "true"), ("q", *q)];
-        pairs.extend_from_slice(extra);
-        let (want, got) = get_both(&influxd, &sluice, &pairs);
-        if (want.status, &want.body) != (got.status, &got.body) {
-            failures.push(format!(
-                "{q} {extra:?}\n--- influxd {}\n{}--- sluice {}\n{}",
-                want.status, want.body, got.status, got.body
-            ));
-        }
-    }
+    let failures = texts_differing(&influxd, &sluice, &[("db", "pr"), ("pretty", "true")], asks);
     assert!(
         failures.is_empty(),
         "{} pretty answers differ from InfluxDB 1.8's text:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Strings in JSON answers are escaped as Go escapes them (`<`, `>`, `&`, U+2028 and U+2029
+/// as `\u....`): tag values, measurement names, string fields, the `SHOW` answers written from
+/// the engine's rows and parse errors read as InfluxDB's byte for byte, compact, pretty and
+/// chunked.
+#[test]
+fn json_strings_are_escaped_as_influxdb_escapes_them() {
+    let influxd = Influxd::start();
+    let sluice = Server::start(&[]);
+    let body = "a&b,t=x<y>z,u=p/q v=1,s=\"<b>&amp;</b> a/b \\\\ \u{2028}\u{2029}\" 60\n\
+                a&b,t=plain v=2,s=\"x\" 120\n";
+    write_both(&influxd, &sluice, "es", "s", body);
+    settled_counts(&sluice, "es", &[("a&b", 2)], 2);
+    let asks: &[(&str, Extra)] = &[
+        ("SELECT * FROM \"a&b\" GROUP BY *", &[]),
+        ("SELECT * FROM \"a&b\"", &[("pretty", "true")]),
+        (
+            "SELECT * FROM \"a&b\" GROUP BY *",
+            &[("chunked", "true"), ("chunk_size", "1")],
+        ),
+        (
+            "SHOW MEASUREMENTS; SHOW SERIES; SHOW TAG VALUES WITH KEY IN (t, u)",
+            &[],
+        ),
+        ("SHOW TAG VALUES WITH KEY = t", &[("chunked", "true")]),
+        ("SELECT & FROM \"a&b\"", &[]),
+        ("SELECT & FROM \"a&b\"", &[("pretty", "true")]),
+    ];
+    let failures = texts_differing(&influxd, &sluice, &[("db", "es")], asks);
+    assert!(
+        failures.is_empty(),
+        "{} answers differ from InfluxDB 1.8's text:\n{}",
         failures.len(),
         failures.join("\n")
     );
@@ -466,7 +491,7 @@ fn csv_answers_are_influxdbs_byte_for_byte() {
 fn settled_counts(sluice: &Server, db: &str, tables: &[(&str, usize)], series: usize) {
     for (m, n) in tables {
         sluice.wait_sql(
-            &format!("SELECT count() FROM {db}_autogen_{m}"),
+            &format!("SELECT count() FROM `{db}_autogen_{m}`"),
             &n.to_string(),
         );
     }
@@ -478,6 +503,30 @@ fn settled_counts(sluice: &Server, db: &str, tables: &[(&str, usize)], series: u
 
 /// Parameters a request adds to `db` and `q`.
 type Extra<'a> = &'a [(&'a str, &'a str)];
+
+/// The requests of `asks` (a query and its parameters beside `common`) whose status or text
+/// differs between InfluxDB and sluice, each with both answers.
+fn texts_differing(
+    influxd: &Influxd,
+    sluice: &Server,
+    common: &[(&str, &str)],
+    asks: &[(&str, Extra)],
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (q, extra) in asks {
+        let mut pairs = common.to_vec();
+        pairs.push(("q", q));
+        pairs.extend_from_slice(extra);
+        let (want, got) = get_both(influxd, sluice, &pairs);
+        if (want.status, &want.body) != (got.status, &got.body) {
+            failures.push(format!(
+                "{q} {extra:?}\n--- influxd {}\n{}--- sluice {}\n{}",
+                want.status, want.body, got.status, got.body
+            ));
+        }
+    }
+    failures
+}
 
 /// `GET /query` with `pairs` from InfluxDB and from sluice.
 fn get_both(

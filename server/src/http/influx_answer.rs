@@ -79,9 +79,14 @@ impl Format {
                     *resp.body_mut() = Body::from(csv::error(&msg));
                     resp.headers_mut()
                         .insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
-                } else if self.pretty {
+                } else {
                     let compact = serde_json::json!({ "error": msg }).to_string();
-                    *resp.body_mut() = Body::from(json_text::pretty(compact.as_bytes()));
+                    let compact = json_text::go_escaped(compact.into_bytes());
+                    *resp.body_mut() = Body::from(if self.pretty {
+                        json_text::pretty(&compact)
+                    } else {
+                        ended(compact)
+                    });
                 }
                 resp
             }
@@ -99,10 +104,13 @@ impl Format {
             Ok(bytes) => (
                 StatusCode::OK,
                 [(header::CONTENT_TYPE, "application/json")],
-                if self.pretty {
-                    json_text::pretty(&bytes)
-                } else {
-                    bytes
+                {
+                    let bytes = json_text::go_escaped(bytes);
+                    if self.pretty {
+                        json_text::pretty(&bytes)
+                    } else {
+                        ended(bytes)
+                    }
                 },
             )
                 .into_response(),
@@ -112,6 +120,13 @@ impl Format {
             ),
         }
     }
+}
+
+/// `json` with the newline InfluxDB ends an answer with (Go's `json.Encoder` writes one after
+/// each value; `pretty` ends with one too).
+fn ended(mut json: Vec<u8>) -> Vec<u8> {
+    json.push(b'\n');
+    json
 }
 
 /// `X-Sluice-Partial`: the pods left out of a `partial=true` answer.
@@ -140,6 +155,7 @@ impl http_body::Body for PiecesBody {
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
         let pretty = self.pretty;
         std::task::Poll::Ready(self.pieces.next().map(|piece| {
+            let piece = json_text::go_escaped(piece);
             let piece = if pretty {
                 json_text::pretty(&piece)
             } else {
