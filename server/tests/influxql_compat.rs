@@ -418,7 +418,8 @@ fn json_strings_are_escaped_as_influxdb_escapes_them() {
 /// `Accept: application/csv` or `text/csv`: InfluxDB 1.8's CSV byte for byte (headers again
 /// when the columns change, blank lines between statements, series keys escaped, quoting,
 /// numbers in full, times as integers, statement errors left out, a parse error as `error`),
-/// chunked or not, and the content type named by `Accept`; and groups whose tag values go on
+/// chunked or not, and the content type `Accept` negotiates (as InfluxDB does: case,
+/// parameters, wildcards, `q`; JSON where it falls to JSON); and groups whose tag values go on
 /// past another's with a space in InfluxDB's order, which the CSV shows line by line.
 #[test]
 fn csv_answers_are_influxdbs_byte_for_byte() {
@@ -453,6 +454,14 @@ fn csv_answers_are_influxdbs_byte_for_byte() {
         ("application/csv", "SELECT v FROM reg GROUP BY region ORDER BY time DESC", &[]),
         ("application/csv", "SELECT sum(v) FROM reg GROUP BY *", &[]),
         ("application/csv", "SELECT v FROM reg, esc GROUP BY * ORDER BY time DESC", &[]),
+        // `Accept` negotiated as InfluxDB negotiates it: case, parameters, wildcards, `q`.
+        ("Application/CSV; charset=utf-8", "SELECT * FROM cpu", &[]),
+        ("text/*", "SELECT * FROM cpu", &[]),
+        ("application/json;q=0.5, text/csv", "SELECT * FROM cpu", &[]),
+        ("text/csv;q=x, application/json;q=0.1", "SELECT * FROM cpu", &[]),
+        ("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "SELECT * FROM cpu", &[]),
+        ("nonsense, */csv", "SHOW MEASUREMENTS", &[]),
+        ("application/json", "SELECT bad syntax(", &[]),
     ];
     let mut failures = Vec::new();
     for (accept, q, extra) in asks {

@@ -8,7 +8,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::error;
+use super::{accept, error};
 use crate::query::{chunked, csv, json_text, Answer};
 
 /// The format a `/query` request asks for.
@@ -18,7 +18,7 @@ pub struct Format {
     pretty: bool,
     /// `chunked=true`: the rows per chunk.
     chunk_size: Option<usize>,
-    /// The CSV type `Accept` names exactly, as InfluxDB matches it (the answer's type).
+    /// The CSV type `Accept` negotiates as InfluxDB does ([`accept`]): the answer's type.
     csv: Option<&'static str>,
 }
 
@@ -29,10 +29,10 @@ impl Format {
             pretty: flag("pretty"),
             chunk_size: flag("chunked")
                 .then(|| chunked::chunk_size(params.get("chunk_size").map(String::as_str))),
-            csv: match headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) {
-                Some("application/csv") => Some("application/csv"),
-                Some("text/csv") => Some("text/csv"),
-                _ => None,
+            csv: match accept::negotiate(headers.get_all(header::ACCEPT)) {
+                accept::Answered::Csv(kind) => Some(kind),
+                // No msgpack here: JSON, named so (see `accept`).
+                accept::Answered::Json | accept::Answered::MsgPack => None,
             },
         }
     }

@@ -11,6 +11,7 @@
 // allocation, not avoid it.
 #![allow(clippy::result_large_err)]
 
+mod accept;
 mod admission;
 mod body;
 mod decommission;
