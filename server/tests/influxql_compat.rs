@@ -430,13 +430,14 @@ fn csv_answers_are_influxdbs_byte_for_byte() {
                 esc,t=a\\ b,u=x\\,y v=1.5,s=\"q\\\"uote, comma\" 2\n\
                 esc,t=lead v=1e21,s=\" lead\" 3\nesc v=0.0000001,ok=true 4\n\
                 reg,region=us\\ east v=1 1\nreg,region=us\\ east\\ 2,dc=a v=2 2\nreg,region=us v=3 3\n\
-                reg,region=us!,dc=a\\ b v=4 4\n";
+                reg,region=us!,dc=a\\ b v=4 4\n\
+                ord,region=q\"a v=1 1\nord,region=q# v=2 2\nord,region=p/x v=3 3\nord,region=p0 v=4 4\n";
     write_both(&influxd, &sluice, "csv", "s", body);
     settled_counts(
         &sluice,
         "csv",
-        &[("cpu", 3), ("mem", 1), ("esc", 3), ("reg", 4)],
-        10,
+        &[("cpu", 3), ("mem", 1), ("esc", 3), ("reg", 4), ("ord", 4)],
+        14,
     );
     let asks: &[(&str, &str, Extra)] = &[
         ("application/csv", "SELECT * FROM cpu", &[]),
@@ -454,6 +455,11 @@ fn csv_answers_are_influxdbs_byte_for_byte() {
         ("application/csv", "SELECT v FROM reg GROUP BY region ORDER BY time DESC", &[]),
         ("application/csv", "SELECT sum(v) FROM reg GROUP BY *", &[]),
         ("application/csv", "SELECT v FROM reg, esc GROUP BY * ORDER BY time DESC", &[]),
+        // ... and where JSON escapes a character of a value (`"`), or the engine might (`/`).
+        ("application/csv", "SELECT v FROM ord GROUP BY region", &[]),
+        ("application/csv", "SELECT v FROM ord GROUP BY region ORDER BY time DESC", &[]),
+        ("application/csv", "SELECT count(v) FROM ord GROUP BY *", &[]),
+        ("application/csv", "SHOW SERIES FROM ord; SHOW TAG VALUES FROM ord WITH KEY = region", &[]),
         // `Accept` negotiated as InfluxDB negotiates it: case, parameters, wildcards, `q`.
         ("Application/CSV; charset=utf-8", "SELECT * FROM cpu", &[]),
         ("text/*", "SELECT * FROM cpu", &[]),

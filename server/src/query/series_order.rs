@@ -3,7 +3,9 @@
 //! `ORDER BY time DESC`. The engine orders groups by their tags written as JSON, which agrees
 //! but where a value goes on past another's end with a byte below `"` (a space, `!`): the
 //! closing quote sorts after it, so `us east 2` came before `us east`, and `us east` before
-//! `us`. Such answers are put in order here; the others are already.
+//! `us`; and where the engine's JSON escapes a character (`"`, `\`, control characters, and
+//! `/`, U+2028 and U+2029, which it escapes too): `q"a` sorted as `q\"a`, after `q#`, and
+//! `p/x` as `p\/x`, after `p0`. Such answers are put in order here; the others are already.
 
 use std::collections::BTreeMap;
 
@@ -51,14 +53,17 @@ pub fn in_influx_order(series: &mut [Vec<u8>], descending: bool) {
     }
 }
 
-/// Whether a series' name or tags hold a space or `!` (the JSON before its columns, which
-/// sluice writes without whitespace outside strings).
+/// Whether a series' name or tags hold a byte whose place the engine's order may get wrong:
+/// a space, `!`, an escape (`\`, sluice's JSON of `"`, `\` and control characters), `/` or the
+/// first byte of U+2028 and U+2029 (in the JSON before its columns, which sluice writes
+/// without whitespace outside strings).
 fn head_has_low_byte(series: &[u8]) -> bool {
     let head = series
         .windows(10)
         .position(|w| w == b"\"columns\":")
         .map_or(series, |end| &series[..end]);
-    head.iter().any(|b| *b == b' ' || *b == b'!')
+    head.iter()
+        .any(|b| matches!(b, b' ' | b'!' | b'\\' | b'/' | 0xE2))
 }
 
 #[cfg(test)]
@@ -105,6 +110,27 @@ mod tests {
         assert_eq!(names(&series)[4], r#"b {"region":"x y"}"#);
     }
 
+    /// Values with characters the engine's JSON escapes come in the order of their bytes.
+    #[test]
+    fn escaped_characters_compare_as_themselves() {
+        let mut series = vec![
+            s("o", r#"{"r":"p0"}"#),
+            s("o", r#"{"r":"p/x"}"#),
+            s("o", r#"{"r":"q#"}"#),
+            s("o", r#"{"r":"q\"a"}"#),
+        ];
+        in_influx_order(&mut series, false);
+        assert_eq!(
+            names(&series),
+            [
+                r#"o {"r":"p/x"}"#,
+                r#"o {"r":"p0"}"#,
+                r#"o {"r":"q\"a"}"#,
+                r#"o {"r":"q#"}"#,
+            ]
+        );
+    }
+
     #[test]
     fn tags_compare_in_key_order_and_plain_answers_stay_as_they_are() {
         let mut series = vec![
@@ -121,7 +147,8 @@ mod tests {
                 r#"m {"a":"x y","b":"0"}"#,
             ]
         );
-        // No space or `!`: the engine's order is InfluxDB's, left as it is (even if not sorted).
+        // None of those bytes: the engine's order is InfluxDB's, left as it is (even if not
+        // sorted).
         let mut plain = vec![s("m", r#"{"h":"b"}"#), s("m", r#"{"h":"a"}"#)];
         in_influx_order(&mut plain, false);
         assert_eq!(names(&plain), [r#"m {"h":"b"}"#, r#"m {"h":"a"}"#]);
