@@ -148,7 +148,6 @@ impl Query<'_> {
                     emits.push(Some(present));
                 }
                 None => {
-                    cols.push(c);
                     emits.push(beside.map(|b| match b.fill {
                         Fill::None => present,
                         _ => {
@@ -156,6 +155,13 @@ impl Query<'_> {
                             format!("{} = 1", has_col(i))
                         }
                     }));
+                    // A filled call has no value in a series where it has no point at all:
+                    // InfluxDB fills only the series a call's iterator has, so a `count` there
+                    // is null beside the rows a transform makes, not 0.
+                    cols.push(match beside.map(|b| b.fill) {
+                        Some(Fill::None) | None => c,
+                        Some(_) => format!("if({} = 1, {c}, NULL) AS {c}", has_col(i)),
+                    });
                 }
             }
         }

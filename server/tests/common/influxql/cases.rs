@@ -330,6 +330,10 @@ pub fn queries() -> Vec<String> {
         format!("SELECT cumulative_sum(mean(\"value\")), non_negative_difference(min(\"n\")) FROM \"cpu\" WHERE \"n\" >= 5 AND time >= {} AND time <= {} GROUP BY time(1m)", ms(T0 + 95), ms(T0 + 431)),
         format!("SELECT derivative(mean(\"value\")), mean(\"value\") FROM \"cpu\" WHERE time >= {} AND time <= {} GROUP BY time(40s), \"host\" ORDER BY time DESC LIMIT 2 OFFSET 1", ms(T0 + 5), ms(T0 + 555)),
         format!("SELECT non_negative_derivative(sum(\"n\")), moving_average(max(\"value\"), 4) FROM \"cpu\" WHERE {wide} GROUP BY time(90s, 1m) fill(0)"),
+        // Host h1 has no point of the condition in the range, only in the bucket before it that
+        // the derivative reads: its `count` is null beside the derivative's rows, not 0.
+        format!("SELECT non_negative_derivative(count(\"used\")), count(\"used\") * 2 FROM \"disk\" WHERE \"free\" < 2 AND time >= {} AND time <= {} GROUP BY time(20s), *", ms(T0 + 200), ms(T0 + 260)),
+        format!("SELECT difference(count(\"used\")), count(\"used\") FROM \"disk\" WHERE \"free\" < 2 AND time >= {} AND time <= {} GROUP BY time(20s), * fill(3)", ms(T0 + 200), ms(T0 + 260)),
         // A moving average over the last values, past empty buckets.
         format!("SELECT moving_average(first(\"value\"), 3) FROM \"cpu\" WHERE \"host\" = 'h1' AND time >= {} AND time <= {} GROUP BY time(1m)", ms(T0 + 95), ms(T0 + 431)),
         format!("SELECT moving_average(median(\"used\"), 2) FROM \"mem\" WHERE {range} GROUP BY time(10s, 1m) fill(null) ORDER BY time DESC"),
