@@ -175,7 +175,19 @@ fn three_pods_answer_every_query_as_one_pod_holding_everything() {
             },
             tolerance,
         );
-        if want.0 != got.0 || !same_within(&want.1, &got.1, tolerance) {
+        // A non-negative transform keeps a difference of nearly equal means that rounds to
+        // 0 and drops one that rounds a bit below: those rows alone may come and go (README,
+        // "Reads across the tenant").
+        let same = |a: &Value, b: &Value| {
+            same_within(a, b, tolerance)
+                || (q.contains("non_negative_")
+                    && same_within(
+                        &rounding_rows_dropped(a),
+                        &rounding_rows_dropped(b),
+                        tolerance,
+                    ))
+        };
+        if want.0 != got.0 || !same(&want.1, &got.1) {
             failures.push(format!(
                 "{q}\n    one pod:    {} {}\n    three pods: {} {}",
                 want.0, want.1, got.0, got.1
@@ -555,4 +567,26 @@ fn a_pod_that_does_not_answer_is_named_unless_partial_answers_are_asked_for() {
     );
     assert_eq!(forbidden.status, 403, "{}", forbidden.body);
     assert!(forbidden.body.contains("url()"), "{}", forbidden.body);
+}
+
+/// `answer` without the rows whose every value is null or 0 to the last bits of rounding
+/// (|v| <= 1e-12), nor the series left without a row.
+fn rounding_rows_dropped(answer: &Value) -> Value {
+    let mut answer = answer.clone();
+    let zero = |v: &Value| v.is_null() || v.as_f64().is_some_and(|x| x.abs() <= 1e-12);
+    for result in answer["results"].as_array_mut().into_iter().flatten() {
+        let Some(series) = result.get_mut("series").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for s in series.iter_mut() {
+            if let Some(rows) = s.get_mut("values").and_then(Value::as_array_mut) {
+                rows.retain(|r| {
+                    let values = r.as_array().map(|r| &r[1.min(r.len())..]).unwrap_or(&[]);
+                    !values.iter().all(zero)
+                });
+            }
+        }
+        series.retain(|s| s["values"].as_array().is_some_and(|v| !v.is_empty()));
+    }
+    answer
 }
