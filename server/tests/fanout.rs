@@ -581,7 +581,7 @@ fn rounding_rows_dropped(answer: &Value) -> Value {
         for s in series.iter_mut() {
             if let Some(rows) = s.get_mut("values").and_then(Value::as_array_mut) {
                 rows.retain(|r| {
-                    let values = r.as_array().map(|r| &r[1.min(r.len())..]).unwrap_or(&[]);
+                    let values = r.as_array().and_then(|r| r.get(1..)).unwrap_or(&[]);
                     !values.iter().all(zero)
                 });
             }

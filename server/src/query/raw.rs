@@ -148,20 +148,20 @@ impl Query<'_> {
                     emits.push(Some(present));
                 }
                 None => {
-                    emits.push(beside.map(|b| match b.fill {
-                        Fill::None => present,
-                        _ => {
-                            cols.push(has_col(i));
-                            format!("{} = 1", has_col(i))
-                        }
-                    }));
-                    // A filled call has no value in a series where it has no point at all:
-                    // InfluxDB fills only the series a call's iterator has, so a `count` there
-                    // is null beside the rows a transform makes, not 0.
-                    cols.push(match beside.map(|b| b.fill) {
-                        Some(Fill::None) | None => c,
-                        Some(_) => format!("if({} = 1, {c}, NULL) AS {c}", has_col(i)),
-                    });
+                    // Beside a transform under a fill, a call emits its row where its series
+                    // has a point at all, and has no value where it has none: InfluxDB fills
+                    // only the series a call's iterator has, so a `count` there is null beside
+                    // the rows a transform makes, not 0.
+                    let filled = beside.is_some_and(|b| b.fill != Fill::None);
+                    if filled {
+                        let has = has_col(i);
+                        emits.push(Some(format!("{has} = 1")));
+                        cols.push(format!("if({has} = 1, {c}, NULL) AS {c}"));
+                        cols.push(has);
+                    } else {
+                        emits.push(beside.map(|_| present));
+                        cols.push(c);
+                    }
                 }
             }
         }

@@ -21,7 +21,7 @@ struct Head {
 /// Orders each measurement's `series` (JSON objects, each measurement's together) by their
 /// tags as InfluxDB does; measurements keep their places.
 pub fn in_influx_order(series: &mut [Vec<u8>], descending: bool) {
-    if !series.iter().any(|s| head_has_low_byte(s)) {
+    if !series.iter().any(|s| head_may_be_misordered(s)) {
         return;
     }
     // Each series with the run of its measurement and its tag values, in key order.
@@ -57,7 +57,7 @@ pub fn in_influx_order(series: &mut [Vec<u8>], descending: bool) {
 /// a space, `!`, an escape (`\`, sluice's JSON of `"`, `\` and control characters), `/` or the
 /// first byte of U+2028 and U+2029 (in the JSON before its columns, which sluice writes
 /// without whitespace outside strings).
-fn head_has_low_byte(series: &[u8]) -> bool {
+fn head_may_be_misordered(series: &[u8]) -> bool {
     let head = series
         .windows(10)
         .position(|w| w == b"\"columns\":")
