@@ -317,10 +317,23 @@ impl FieldColumn {
 /// The tag set of one series.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SeriesDef {
-    /// [`crate::series::series_id`] of the batch measurement and `tags`.
+    /// [`crate::series::series_id_by`] of the batch measurement and `tags` under the server's
+    /// rule.
     pub id: u64,
     /// Unescaped tags, sorted by key (then value).
     pub tags: Vec<(String, String)>,
+}
+
+impl SeriesDef {
+    /// The id these tags have in `measurement` under `cluster_tag`'s rule: what `id` must be.
+    pub fn expected_id(&self, measurement: &str, cluster_tag: Option<&str>) -> u64 {
+        let tags: Vec<(&str, &str)> = self
+            .tags
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        crate::series::series_id_by(measurement, &tags, cluster_tag)
+    }
 }
 
 /// All accepted rows of one measurement from one request body.

@@ -15,7 +15,7 @@ pub const MIN_TIME_NS: i64 = i64::MIN + 2;
 pub const MAX_TIME_NS: i64 = i64::MAX - 1;
 
 /// Per-request decoding options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseOptions {
     /// Unit of the timestamps in the body.
     pub precision: Precision,
@@ -32,6 +32,9 @@ pub struct ParseOptions {
     /// rejected with [`LineErrorKind::SeriesLimit`]. Each new series costs memory (its tags)
     /// far beyond its bytes in the body.
     pub max_new_series: usize,
+    /// The tag whose value gives a series id its top bits (`series.cluster_tag`; see
+    /// [`crate::series`]), or none for plain ids.
+    pub cluster_tag: Option<std::sync::Arc<str>>,
 }
 
 impl ParseOptions {
@@ -44,6 +47,7 @@ impl ParseOptions {
             max_measurements: usize::MAX,
             max_tags: usize::MAX,
             max_new_series: usize::MAX,
+            cluster_tag: None,
         }
     }
 }

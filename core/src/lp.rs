@@ -171,6 +171,7 @@ struct Parser<'a, 's> {
     max_new_series: usize,
     /// New series whose first line was accepted.
     committed_new_series: usize,
+    cluster_tag: Option<std::sync::Arc<str>>,
 }
 
 /// `SeriesSlot::pending` of a series the schema already knows: no definition to hand over.
@@ -198,6 +199,7 @@ impl<'a, 's> Parser<'a, 's> {
             max_tags: opts.max_tags,
             max_new_series: opts.max_new_series,
             committed_new_series: 0,
+            cluster_tag: opts.cluster_tag.clone(),
         }
     }
 
@@ -464,6 +466,7 @@ impl<'a, 's> Parser<'a, 's> {
             );
             (series::id_of_canonical_key(&canon), tags)
         };
+        let id = series::with_cluster(id, &tags, self.cluster_tag.as_deref());
         if tags.windows(2).any(|w| w[0].0 == w[1].0) {
             return Err(LineErrorKind::DuplicateTags);
         }

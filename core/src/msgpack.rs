@@ -369,7 +369,7 @@ impl<'a> Decoder<'_, '_, 'a> {
             }
         };
         let batch = &mut self.batches[b];
-        let id = series::series_id(obj.measurement, &obj.tags);
+        let id = series::series_id_by(obj.measurement, &obj.tags, self.opts.cluster_tag.as_deref());
         if batch.series_ids.insert(id) {
             self.new_series += 1;
             batch.out.series.push(SeriesDef {
@@ -451,7 +451,7 @@ impl Decoder<'_, '_, '_> {
                 limit: self.opts.max_fields,
             });
         }
-        let id = series::series_id(obj.measurement, &obj.tags);
+        let id = series::series_id_by(obj.measurement, &obj.tags, self.opts.cluster_tag.as_deref());
         if self.new_series >= self.opts.max_new_series
             && batch.is_none_or(|b| !b.series_ids.contains(&id))
         {

@@ -30,9 +30,8 @@
 use sluice_core::body::{MAX_KEPT_ERRORS, MAX_TIME_NS, MIN_TIME_NS};
 use sluice_core::line_error::EXCERPT_MAX_BYTES;
 use sluice_core::{
-    codec, lp, msgpack, names, series, ColumnValues, FieldColumn, FieldType, KeyHash,
-    MeasurementBatch, NoSchema, Origin, ParseOptions, ParsedBody, Precision, SchemaLookup,
-    SeriesDef, StringColumn,
+    codec, lp, msgpack, names, ColumnValues, FieldColumn, FieldType, KeyHash, MeasurementBatch,
+    NoSchema, Origin, ParseOptions, ParsedBody, Precision, SchemaLookup, SeriesDef, StringColumn,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -132,6 +131,9 @@ pub fn parse_alloc_limit(len: usize) -> usize {
     256 * len + (64 << 20)
 }
 
+/// Tag keys that [`options_for`] clusters series ids by.
+const CLUSTER_TAGS: &[&str] = &["host", "dc", "rack", "region"];
+
 /// Options for `body`: no limits, or (for about half the inputs) small limits on fields,
 /// measurements, tags and new series, picked by the length, in a precision picked by the length.
 pub fn options_for(body: &[u8]) -> ParseOptions {
@@ -142,6 +144,10 @@ pub fn options_for(body: &[u8]) -> ParseOptions {
         opts.max_measurements = 1 + n % 3;
         opts.max_tags = n % 4;
         opts.max_new_series = 1 + n % 7;
+    }
+    // Every third length clusters ids by a tag key the generated bodies use.
+    if n.is_multiple_of(3) {
+        opts.cluster_tag = Some(CLUSTER_TAGS[n / 3 % CLUSTER_TAGS.len()].into());
     }
     opts
 }
@@ -321,7 +327,7 @@ fn check_body(out: &ParsedBody, ctx: &Ctx<'_>) {
         let defined: HashSet<u64> = b.series.iter().map(|s| s.id).collect();
         let used: HashSet<u64> = b.series_id.iter().copied().collect();
         for s in &b.series {
-            check_series_def(what, m, s);
+            check_series_def(what, m, s, opts.cluster_tag.as_deref());
             assert!(
                 s.tags.len() <= opts.max_tags,
                 "{what}: {m:?} series with {} tags, limit {}",
@@ -377,7 +383,7 @@ fn check_body(out: &ParsedBody, ctx: &Ctx<'_>) {
 
 /// A series definition is sorted, unique, non-empty tags without `time`, and its id is the
 /// canonical id of the measurement and tags.
-fn check_series_def(what: &str, m: &str, s: &SeriesDef) {
+fn check_series_def(what: &str, m: &str, s: &SeriesDef, cluster_tag: Option<&str>) {
     for (k, v) in &s.tags {
         assert!(!k.is_empty() && !v.is_empty(), "{what}: {m:?} empty tag");
         assert_ne!(k, "time", "{what}: {m:?} tag key time");
@@ -387,15 +393,10 @@ fn check_series_def(what: &str, m: &str, s: &SeriesDef) {
         "{what}: {m:?} tags not sorted and unique: {:?}",
         s.tags
     );
-    let tags: Vec<(&str, &str)> = s
-        .tags
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
     assert_eq!(
         s.id,
-        series::series_id(m, &tags),
-        "{what}: series id of {m:?} {:?} is not its canonical id",
+        s.expected_id(m, cluster_tag),
+        "{what}: series id of {m:?} {:?} is not its canonical id (clustered by {cluster_tag:?})",
         s.tags
     );
 }
@@ -463,7 +464,7 @@ pub fn check_lp(body: &[u8]) {
         origin: Origin::Line,
         schema: None,
         all_series_defined: true,
-        opts,
+        opts: opts.clone(),
     };
     check_body(&plain, &ctx);
     check_lp_lines(ctx.what, body, &plain);

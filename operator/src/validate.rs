@@ -12,7 +12,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use sluice_core::config::{
     parse_duration, AuthConfig, ByteSize, ClusterConfig, DatabaseConfig, LimitsConfig, PoolConfig,
-    QueryConfig, RetentionDuration, RetentionPolicyConfig, ServerConfig,
+    QueryConfig, RetentionDuration, RetentionPolicyConfig, SeriesConfig, ServerConfig,
 };
 
 use crate::crd::{IngestTenant, IngestTenantSpec, MAX_TENANT_NAME_LEN};
@@ -290,6 +290,9 @@ pub fn server_config(spec: &IngestTenantSpec) -> Result<ServerConfig, SpecError>
             token_file: Some(format!("{CLUSTER_DIR}/{CLUSTER_TOKEN_FILE}")),
             ..Default::default()
         },
+        series: SeriesConfig {
+            cluster_tag: spec.series.cluster_tag.clone(),
+        },
     };
     cfg.validate()
         .map_err(|e| SpecError::Config(e.to_string()))?;
@@ -422,6 +425,31 @@ mod tests {
         );
         assert_eq!(back.databases[0].retention_policies.len(), 2);
         assert!(body.contains("flush_workers = 3"), "{body}");
+    }
+
+    #[test]
+    fn a_cluster_tag_reaches_the_server_and_its_absence_changes_no_byte() {
+        let plain = validate(&tenant("acme", IngestTenantSpec::defaults())).unwrap();
+        assert!(
+            !plain.config_toml.contains("[series]"),
+            "{}",
+            plain.config_toml
+        );
+        let mut spec = IngestTenantSpec::defaults();
+        spec.series.cluster_tag = Some("region".into());
+        let v = validate(&tenant("acme", spec)).unwrap();
+        assert!(
+            v.config_toml.contains("[series]\ncluster_tag = \"region\""),
+            "{}",
+            v.config_toml
+        );
+        let mut back: ServerConfig = toml::from_str(&v.config_toml).unwrap();
+        back.validate().unwrap();
+        assert_eq!(back, v.config);
+        assert_ne!(plain.config_hash, v.config_hash);
+        let mut spec = IngestTenantSpec::defaults();
+        spec.series.cluster_tag = Some("time".into());
+        assert!(validate(&tenant("acme", spec)).is_err());
     }
 
     #[test]

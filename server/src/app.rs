@@ -41,6 +41,8 @@ pub enum StartError {
     Cluster(#[from] crate::cluster::ClusterError),
     #[error(transparent)]
     Handoff(#[from] crate::handoff::HandoffError),
+    #[error(transparent)]
+    SeriesRule(#[from] crate::series_rule::SeriesRuleError),
     #[error("reading auth.tokens_file {path}: {source}")]
     Tokens {
         path: String,
@@ -137,6 +139,7 @@ impl App {
             path: data.display().to_string(),
             source,
         })?;
+        crate::series_rule::check(&data, &cfg.series)?;
         let tokens = load_tokens(&cfg)?;
         let cluster = crate::cluster::Cluster::new(&cfg.cluster, &cfg.listen)?;
         let metrics = Arc::new(Metrics::new());
@@ -227,6 +230,7 @@ impl App {
             wal,
             metrics: metrics.clone(),
             limits: cfg.limits.clone(),
+            cluster_tag: cfg.series.cluster_tag.as_deref().map(std::sync::Arc::from),
         };
         let series_answers =
             crate::query::remember::SeriesAnswers::new(metrics.series_answers.clone());

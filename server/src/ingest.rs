@@ -143,6 +143,8 @@ pub struct Ingest {
     pub wal: Arc<Wal>,
     pub metrics: Arc<Metrics>,
     pub limits: sluice_core::config::LimitsConfig,
+    /// `series.cluster_tag`, shared by every request's parse options.
+    pub cluster_tag: Option<Arc<str>>,
 }
 
 fn now_ns() -> i64 {
@@ -173,6 +175,7 @@ impl Ingest {
             max_measurements: self.limits.max_measurements_per_database as usize,
             max_tags: self.limits.max_tags_per_series as usize,
             max_new_series: self.limits.max_new_series_per_request as usize,
+            cluster_tag: self.cluster_tag.clone(),
         };
         let lookup = self.catalog.lookup(target);
         let ParsedBody {

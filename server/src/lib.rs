@@ -22,5 +22,6 @@ pub mod payload;
 pub mod priority;
 pub mod query;
 pub mod series_cache;
+pub mod series_rule;
 pub mod sql_guard;
 pub mod wal;

@@ -58,6 +58,7 @@ pub const ENV_KEYS: &[(&str, &str)] = &[
         "SLUICE_CLUSTER_HANDOFF_CHUNK_ROWS",
         "cluster.handoff_chunk_rows",
     ),
+    ("SLUICE_SERIES_CLUSTER_TAG", "series.cluster_tag"),
 ];
 
 /// Overrides configuration keys from `SLUICE_*` variables. Takes the variables as an iterator
@@ -136,6 +137,9 @@ where
             "SLUICE_AUTH_TOKENS_FILE" => cfg.auth.tokens_file = Some(v.into()),
             "SLUICE_CLUSTER_PEERS" => cfg.cluster.peers = items(v, ',').map(String::from).collect(),
             "SLUICE_CLUSTER_PEERS_FILE" => cfg.cluster.peers_file = Some(v.into()),
+            "SLUICE_SERIES_CLUSTER_TAG" => {
+                cfg.series.cluster_tag = Some(v.trim()).filter(|t| !t.is_empty()).map(String::from)
+            }
             "SLUICE_CLUSTER_TOKEN" => cfg.cluster.token = Some(v.into()),
             "SLUICE_CLUSTER_TOKEN_FILE" => cfg.cluster.token_file = Some(v.into()),
             "SLUICE_CLUSTER_CONNECT_TIMEOUT" => cfg.cluster.connect_timeout = parse_duration(v)?,

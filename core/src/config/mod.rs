@@ -36,6 +36,10 @@ pub struct ServerConfig {
     pub query: QueryConfig,
     pub auth: AuthConfig,
     pub cluster: ClusterConfig,
+    /// How series ids are made. Left out of the rendered file when on its defaults, so a
+    /// tenant that never sets it keeps the bytes (and the config hash) it had before.
+    #[serde(skip_serializing_if = "SeriesConfig::is_plain")]
+    pub series: SeriesConfig,
 }
 
 impl Default for ServerConfig {
@@ -50,7 +54,26 @@ impl Default for ServerConfig {
             query: QueryConfig::default(),
             auth: AuthConfig::default(),
             cluster: ClusterConfig::default(),
+            series: SeriesConfig::default(),
         }
+    }
+}
+
+/// How series ids are made (see `sluice_core::series`). Fixed for a data directory's life:
+/// the server records it there and refuses to start under another.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SeriesConfig {
+    /// A tag key whose value gives each series id its top 16 bits, so that the series sharing
+    /// a value (one region, one datacenter) lie together in every table and a read of one value
+    /// opens only their part of it. Pick the tag dashboards filter on most that has few values;
+    /// series without it keep plain ids.
+    pub cluster_tag: Option<String>,
+}
+
+impl SeriesConfig {
+    pub fn is_plain(&self) -> bool {
+        self.cluster_tag.is_none()
     }
 }
 
@@ -301,6 +324,8 @@ pub enum ConfigError {
     DuplicatePolicy { database: String, policy: String },
     #[error("database {database:?}: exactly one retention policy must be default, found {count}")]
     DefaultPolicyCount { database: String, count: usize },
+    #[error("series.cluster_tag {0:?}: expected a tag key of 1 to 256 bytes other than \"time\"")]
+    BadClusterTag(String),
     #[error("{0} must be at least 1")]
     Zero(&'static str),
     #[error("{key} is {value}, below the smallest allowed {min}")]
@@ -310,6 +335,9 @@ pub enum ConfigError {
         min: ByteSize,
     },
 }
+
+/// Longest `series.cluster_tag`.
+pub const MAX_CLUSTER_TAG_LEN: usize = 256;
 
 /// Smallest `limits.wal_memtable_bytes`: below it RocksDB would write a file for every few
 /// requests.
@@ -377,6 +405,11 @@ impl ServerConfig {
                 value: self.limits.wal_memtable_bytes,
                 min: MIN_WAL_MEMTABLE_BYTES,
             });
+        }
+        if let Some(tag) = &self.series.cluster_tag {
+            if tag.is_empty() || tag == "time" || tag.len() > MAX_CLUSTER_TAG_LEN {
+                return Err(ConfigError::BadClusterTag(tag.clone()));
+            }
         }
         let mut seen = std::collections::HashSet::new();
         for db in &mut self.databases {

@@ -139,3 +139,17 @@ fn env_overrides() {
         "{err}"
     );
 }
+
+#[test]
+fn a_cluster_tag_is_read_from_the_environment_and_checked() {
+    let mut cfg = ServerConfig::default();
+    assert!(cfg.series.is_plain());
+    apply_env(&mut cfg, [("SLUICE_SERIES_CLUSTER_TAG", "region")]).unwrap();
+    cfg.validate().unwrap();
+    assert_eq!(cfg.series.cluster_tag.as_deref(), Some("region"));
+    apply_env(&mut cfg, [("SLUICE_SERIES_CLUSTER_TAG", "")]).unwrap();
+    assert!(cfg.series.is_plain());
+    cfg.series.cluster_tag = Some("time".into());
+    let err = cfg.validate().unwrap_err().to_string();
+    assert!(err.contains("series.cluster_tag \"time\""), "{err}");
+}

@@ -749,3 +749,34 @@ fn a_nul_in_a_name_is_refused_for_its_line() {
         .iter()
         .all(|e| matches!(e.kind, LineErrorKind::InvalidName { .. })));
 }
+
+#[test]
+fn ids_clustered_by_a_tag_take_its_unescaped_value() {
+    let mut o = opts();
+    o.cluster_tag = Some("region".into());
+    // Sorted, unsorted and escaped keys take the three paths to an id.
+    let body = "cpu,host=a,region=eu v=1 1\n\
+                cpu,region=eu,host=b v=1 1\n\
+                cpu,host=c,region=e\\ u v=1 1\n\
+                cpu,host=d v=1 1\n\
+                disk,region=eu v=1 1\n";
+    let out = parse(body.as_bytes(), &o, &NoSchema);
+    assert_eq!(out.points, 5);
+    let mut ids = HashMap::new();
+    for b in &out.batches {
+        for s in &b.series {
+            assert_eq!(s.id, s.expected_id(&b.measurement, Some("region")));
+            ids.insert(format!("{}{:?}", b.measurement, s.tags), s.id);
+        }
+    }
+    let top = |k: &str| ids[k] >> 48;
+    let eu = top(r#"cpu[("host", "a"), ("region", "eu")]"#);
+    assert_eq!(top(r#"cpu[("host", "b"), ("region", "eu")]"#), eu);
+    assert_eq!(top(r#"disk[("region", "eu")]"#), eu);
+    assert_ne!(top(r#"cpu[("host", "c"), ("region", "e u")]"#), eu);
+    // A series without the tag keeps its plain id.
+    assert_eq!(
+        ids[r#"cpu[("host", "d")]"#],
+        series_id("cpu", &[("host", "d")])
+    );
+}

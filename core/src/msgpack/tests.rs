@@ -503,3 +503,35 @@ fn truncated_and_random_bodies_never_panic() {
         dec(&noise);
     }
 }
+
+#[test]
+fn ids_clustered_by_a_tag_match_line_protocol() {
+    let mut body = Vec::new();
+    obj("cpu", &[1], vec![("v", vec![V::I(1)])])
+        .tags(&[("region", "eu"), ("host", "h1")])
+        .encode(&mut body);
+    obj("cpu", &[1], vec![("v", vec![V::I(1)])])
+        .tags(&[("host", "h2")])
+        .encode(&mut body);
+    let mut o = opts();
+    o.cluster_tag = Some("region".into());
+    let out = decode(&body, &o, &NoSchema);
+    let lp = crate::lp::parse(
+        b"cpu,host=h1,region=eu v=1i 1\ncpu,host=h2 v=1i 1\n",
+        &o,
+        &NoSchema,
+    );
+    assert_eq!(out.batches[0].series_id, lp.batches[0].series_id);
+    assert_eq!(
+        out.batches[0].series_id[0],
+        series::series_id_by("cpu", &[("host", "h1"), ("region", "eu")], Some("region"))
+    );
+    assert_ne!(
+        out.batches[0].series_id[0],
+        series::series_id("cpu", &[("host", "h1"), ("region", "eu")])
+    );
+    assert_eq!(
+        out.batches[0].series_id[1],
+        series::series_id("cpu", &[("host", "h2")])
+    );
+}

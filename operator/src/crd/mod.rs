@@ -122,6 +122,17 @@ fn rule_storage_class_immutable() -> Rule {
     )
 }
 
+fn rule_cluster_tag_immutable() -> Rule {
+    Rule::new(
+        "has(self.clusterTag) == has(oldSelf.clusterTag) && \
+         (!has(self.clusterTag) || self.clusterTag == oldSelf.clusterTag)",
+    )
+    .message(
+        "series.clusterTag is immutable: the pods' data holds series ids made under it \
+         (create a new tenant to change it)",
+    )
+}
+
 fn rule_storage_size_immutable() -> Rule {
     Rule::new("self.size == oldSelf.size").message(
         "storage.size is immutable: a StatefulSet cannot change its volume claim templates \
@@ -216,6 +227,10 @@ pub struct IngestTenantSpec {
     /// The volume holding each pod's write-ahead log and chDB data.
     #[serde(default)]
     pub storage: StorageSpec,
+
+    /// How series ids are made: fixed when the tenant is created.
+    #[serde(default)]
+    pub series: SeriesSpec,
 
     /// Request, schema and cardinality limits.
     #[serde(default)]
@@ -356,6 +371,21 @@ fn default_pool_flush_interval() -> String {
     format_duration(PoolConfig::default().flush_interval)
 }
 
+/// How series ids are made.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = rule_cluster_tag_immutable())]
+pub struct SeriesSpec {
+    /// A tag key (for example `region`) whose value gives each series id its top 16 bits, so
+    /// that the series sharing a value lie together in every table and a read filtered on one
+    /// value opens only their part of it. Pick the tag dashboards filter on most that has few
+    /// values; series without it keep plain ids. Immutable: under another rule the same series
+    /// would get a second id (the pods refuse to start on data written under another rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub cluster_tag: Option<String>,
+}
+
 /// Per-pod storage for the WAL and chDB data.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
@@ -493,6 +523,7 @@ impl IngestTenantSpec {
             auto_create_databases: true,
             pool: PoolSpec::default(),
             storage: StorageSpec::default(),
+            series: SeriesSpec::default(),
             limits: LimitsSpec::default(),
             query: QuerySpec::default(),
             auth: None,

@@ -34,6 +34,7 @@ async fn invalid_tenants_are_refused_by_the_api_server_with_their_message() {
                 ("size", json!({"limits": {"maxBodyBytes": "lots"}}), "must be a byte count or a number with a unit"),
                 ("storage", json!({"storage": {"size": "ten gigs"}}), "must be a positive Kubernetes quantity"),
                 ("reclaim", json!({"storage": {"reclaimPolicy": "Recycle"}}), "Unsupported value: \"Recycle\""),
+                ("clustertag", json!({"series": {"clusterTag": ""}}), "should be at least 1 chars long"),
                 ("autoscale", json!({"autoscaling": {"enabled": true}}),
                  "autoscaling.enabled needs scaling.minReplicas and scaling.maxReplicas"),
                 ("grace", json!({"terminationGracePeriodSeconds": 1}), "should be greater than or equal to 15"),
@@ -82,10 +83,25 @@ async fn invalid_tenants_are_refused_by_the_api_server_with_their_message() {
                 (json!({"spec": {"storage": {"storageClassName": "fast"}}}), "storage.storageClassName is immutable"),
                 (json!({"spec": {"storage": {"storageClassName": null}}}), "storage.storageClassName is immutable"),
                 (json!({"spec": {"storage": {"size": "2Gi"}}}), "storage.size is immutable"),
+                // A tenant made with plain series ids keeps them.
+                (json!({"spec": {"series": {"clusterTag": "region"}}}), "series.clusterTag is immutable"),
             ] {
                 match api.patch("fixed", &PatchParams::default(), &Patch::Merge(&patch)).await {
                     Err(kube::Error::Api(e)) if e.code == 422 && e.message.contains(want) => {}
                     other => panic!("{patch}: wanted {want:?}, got {other:?}"),
+                }
+            }
+            // And one made with ids clustered by a tag keeps that tag.
+            let t: IngestTenant = serde_json::from_value(json!({
+                "apiVersion": "sluice.dev/v1alpha1", "kind": "IngestTenant",
+                "metadata": {"name": "clustered"}, "spec": {"series": {"clusterTag": "region"}},
+            }))
+            .expect("tenant JSON");
+            api.create(&PostParams::default(), &t).await.expect("a clustered tenant is accepted");
+            for patch in [json!({"spec": {"series": {"clusterTag": "dc"}}}), json!({"spec": {"series": {"clusterTag": null}}})] {
+                match api.patch("clustered", &PatchParams::default(), &Patch::Merge(&patch)).await {
+                    Err(kube::Error::Api(e)) if e.code == 422 && e.message.contains("series.clusterTag is immutable") => {}
+                    other => panic!("{patch}: wanted series.clusterTag is immutable, got {other:?}"),
                 }
             }
             // The reclaim policy may change (the StatefulSet's retention policy is mutable).
